@@ -1,0 +1,31 @@
+// The state NVTX callbacks use while capture is on, and the switch that turns capture on.
+// Kept apart from lifecycle.cpp so the hot path depends on nothing but these pointers.
+#pragma once
+
+#include <atomic>
+
+#include "name_table.h"
+#include "recorder.h"
+#include "start_end_table.h"
+
+namespace laggard {
+
+struct Capture {
+  NameTable* names;
+  Recorder* recorder;
+  StartEndTable* start_end;
+};
+
+// Null while inert: before activation, in a forked child, after the final flush began, or
+// when laggard is disabled. Callbacks check it first and do nothing when null.
+extern std::atomic<Capture*> g_capture;
+
+// Called by InitializeInjectionNvtx2. Starts capture for this process on first call
+// (rank detection, flush thread, exit and signal hooks). Returns whether capture is on.
+bool activate_capture();
+
+// Innermost open kept section of the calling thread (kNoName if none); for attribution of
+// work launched from this thread (CUPTI).
+uint32_t current_section();
+
+}  // namespace laggard

@@ -1,0 +1,101 @@
+#include "config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+#include <strings.h>
+
+namespace laggard {
+
+bool parse_int(const char* text, long long min, long long max, long long* out) {
+  if (!text || !*text) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  while (end && (*end == ' ' || *end == '\t')) ++end;
+  if (errno != 0 || !end || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+namespace {
+
+bool parse_double(const char* text, double* out) {
+  if (!text || !*text) return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  while (end && (*end == ' ' || *end == '\t')) ++end;
+  if (errno != 0 || !end || *end != '\0' || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+bool is_any(const char* v, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (strcasecmp(v, w) == 0) return true;
+  return false;
+}
+
+std::string bad(const char* var, const char* value, const std::string& expected,
+                const std::string& fallback) {
+  return std::string(var) + "='" + value + "' is not valid (" + expected + "); using " + fallback;
+}
+
+}  // namespace
+
+ConfigResult parse_config(const Env& env) {
+  ConfigResult r;
+  Config& c = r.config;
+
+  if (const char* v = env("LAGGARD_ENABLE")) {
+    if (is_any(v, {"0", "false", "no", "off"})) c.enabled = false;
+    else if (!is_any(v, {"1", "true", "yes", "on", ""}))
+      r.warnings.push_back(bad("LAGGARD_ENABLE", v, "expected 0 or 1", "1"));
+  }
+
+  if (const char* v = env("LAGGARD_OUT")) {
+    if (*v) c.out_dir = v;
+    else r.warnings.push_back(bad("LAGGARD_OUT", v, "empty path", "'" + c.out_dir + "'"));
+  }
+
+  if (const char* v = env("LAGGARD_SECTIONS"); v && *v) {
+    try {
+      std::regex test(v, std::regex::ECMAScript);
+      c.sections = v;
+    } catch (const std::regex_error& e) {
+      r.warnings.push_back(bad("LAGGARD_SECTIONS", v, std::string("regex error: ") + e.what(),
+                               "all sections"));
+    }
+  }
+
+  if (const char* v = env("LAGGARD_FLUSH_S")) {
+    double s = 0;
+    if (parse_double(v, &s) && s >= 0.05 && s <= 86400) c.flush_s = s;
+    else r.warnings.push_back(bad("LAGGARD_FLUSH_S", v, "seconds between 0.05 and 86400", "10"));
+  }
+
+  if (const char* v = env("LAGGARD_LOG")) {
+    if (is_any(v, {"quiet", "off", "0"})) c.log = LogLevel::quiet;
+    else if (is_any(v, {"warn", "warning"})) c.log = LogLevel::warn;
+    else if (is_any(v, {"info", "1"})) c.log = LogLevel::info;
+    else if (is_any(v, {"debug", "2"})) c.log = LogLevel::debug;
+    else r.warnings.push_back(bad("LAGGARD_LOG", v, "quiet, warn, info or debug", "warn"));
+  }
+
+  if (const char* v = env("LAGGARD_WINDOWS_PER_FILE")) {
+    long long n = 0;
+    if (parse_int(v, 1, 100000, &n)) c.windows_per_file = static_cast<int>(n);
+    else r.warnings.push_back(bad("LAGGARD_WINDOWS_PER_FILE", v, "integer >= 1", "30"));
+  }
+
+  if (const char* v = env("LAGGARD_MAX_OCCURRENCES")) {
+    long long n = 0;
+    if (parse_int(v, 1, 10000000, &n)) c.max_occurrences = static_cast<int>(n);
+    else r.warnings.push_back(bad("LAGGARD_MAX_OCCURRENCES", v, "integer >= 1", "2048"));
+  }
+  return r;
+}
+
+}  // namespace laggard

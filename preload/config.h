@@ -1,0 +1,32 @@
+// LAGGARD_* settings. Parsing never fails: a bad value becomes a warning and the default.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "env.h"
+#include "log.h"
+
+namespace laggard {
+
+struct Config {
+  bool enabled = true;                    // LAGGARD_ENABLE
+  std::string out_dir = "laggard-out";    // LAGGARD_OUT
+  std::string sections;                   // LAGGARD_SECTIONS (ECMAScript regex, empty = all)
+  double flush_s = 10.0;                  // LAGGARD_FLUSH_S
+  LogLevel log = LogLevel::warn;          // LAGGARD_LOG
+  int windows_per_file = 30;              // LAGGARD_WINDOWS_PER_FILE
+  int max_occurrences = 2048;             // LAGGARD_MAX_OCCURRENCES (raw samples per section/window)
+};
+
+struct ConfigResult {
+  Config config;
+  std::vector<std::string> warnings;  // one line each, already phrased for the user
+};
+
+ConfigResult parse_config(const Env& env);
+
+// Shared by config and rank detection: strict integer parse of a whole string.
+bool parse_int(const char* text, long long min, long long max, long long* out);
+
+}  // namespace laggard

@@ -1,0 +1,369 @@
+// Process lifecycle: what happens at load, at the first NVTX call, on every flush interval,
+// on SIGTERM/SIGINT, at fork and at exit. Load time only reads the environment and sets
+// NVTX_INJECTION64_PATH; everything else waits until the process actually uses NVTX.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "capture.h"
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "rank_identity.h"
+#include "writer.h"
+
+namespace laggard {
+namespace {
+
+constexpr int kMaxNames = 4096;
+constexpr int64_t kDrainTickNs = 50'000'000;      // drain thread buffers 20x a second
+constexpr int64_t kSignalFlushWaitNs = 2'000'000'000;
+constexpr int64_t kExitFlushWaitMs = 10'000;
+constexpr int kSignals[] = {SIGTERM, SIGINT};
+
+struct Runtime {
+  Config cfg;
+  std::string self_path;
+  bool nvtx_injected = false;   // we own NVTX_INJECTION64_PATH in this process
+  std::string nvtx_status;
+
+  RankIdentity id;
+  std::string host;
+  FileInfo info;
+  std::unique_ptr<NameTable> names;
+  std::unique_ptr<Recorder> recorder;
+  std::unique_ptr<StartEndTable> start_end;
+  std::unique_ptr<SegmentWriter> writer;
+  Capture capture{};
+  DropCounters totals;
+  uint64_t seen_evicted = 0, seen_names_overflow = 0;
+  int64_t flush_interval_ns = 0;
+
+  int wake_rd = -1, wake_wr = -1;
+  std::atomic<bool> stop{false};
+  std::atomic<int> pending_signal{0};
+  std::atomic<uint64_t> flush_requested{0};
+  std::atomic<uint64_t> flush_done{0};
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool finished = false;
+  bool warned_write = false;
+};
+
+Runtime* g_rt = nullptr;               // never freed: callbacks may run during exit
+std::atomic<int> g_state{0};           // 0 idle, 1 active, 2 inert for good
+std::once_flag g_activate_once;
+std::atomic<bool> g_forked_child{false};
+struct sigaction g_old_actions[65];
+
+std::string own_path() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&own_path), &info) || !info.dli_fname) return "";
+  char buf[PATH_MAX];
+  return realpath(info.dli_fname, buf) ? std::string(buf) : std::string(info.dli_fname);
+}
+
+bool same_file(const char* a, const std::string& b) {
+  struct stat sa, sb;
+  return a && !b.empty() && stat(a, &sa) == 0 && stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+// ---- flushing (flush thread only) ----
+
+void flush(Runtime& rt, bool final, int signal) {
+  DropCounters extra;
+  uint64_t ev = rt.start_end->evicted();
+  extra.start_end_evicted = ev - rt.seen_evicted;
+  rt.seen_evicted = ev;
+  uint64_t ov = rt.names->overflowed();
+  extra.names_overflow = ov - rt.seen_names_overflow;
+  rt.seen_names_overflow = ov;
+  WindowSnapshot w = rt.recorder->close_window(mono_ns(), extra);
+  if (final) {
+    // Drained above, so the threads' open depths are final too.
+    w.dropped.unclosed_at_exit = rt.recorder->open_ranges() + rt.start_end->open_count();
+  }
+  rt.totals += w.dropped;
+  std::string err = rt.writer->write(w, rt.totals, final, signal);
+  if (!err.empty()) {
+    if (!rt.warned_write) {
+      rt.warned_write = true;
+      log_warn("%s; capture goes on and every flush retries", err.c_str());
+    } else {
+      log_debug("%s", err.c_str());
+    }
+  } else if (rt.warned_write) {
+    rt.warned_write = false;
+    log_warn("writing works again: %s", rt.writer->current_path().c_str());
+  }
+}
+
+void flush_thread(Runtime* rt) {
+  int64_t next = mono_ns() + rt->flush_interval_ns;
+  uint64_t served = 0;
+  while (!rt->stop.load(std::memory_order_acquire)) {
+    int64_t now = mono_ns();
+    int64_t wait_ns = std::min(kDrainTickNs, std::max<int64_t>(0, next - now));
+    pollfd p{rt->wake_rd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(wait_ns / 1'000'000) + 1) > 0) {
+      char drainbuf[64];
+      while (read(rt->wake_rd, drainbuf, sizeof drainbuf) > 0) {
+      }
+    }
+    if (rt->stop.load(std::memory_order_acquire)) break;
+    uint64_t requested = rt->flush_requested.load(std::memory_order_acquire);
+    now = mono_ns();
+    try {
+      if (requested != served) {
+        flush(*rt, false, rt->pending_signal.load());
+        served = requested;
+        rt->flush_done.store(served, std::memory_order_release);
+      } else if (now >= next) {
+        flush(*rt, false, 0);
+      } else {
+        rt->recorder->drain();
+      }
+    } catch (...) {
+      // Keep running: losing one window beats taking the host down.
+    }
+    while (next <= now) next += rt->flush_interval_ns;
+  }
+  try {
+    flush(*rt, true, 0);
+  } catch (...) {
+  }
+  std::lock_guard<std::mutex> lock(rt->done_mu);
+  rt->finished = true;
+  rt->done_cv.notify_all();
+}
+
+void wake(Runtime& rt) {
+  char c = 1;
+  ssize_t ignored = write(rt.wake_wr, &c, 1);
+  (void)ignored;
+}
+
+// ---- exit, signals, fork ----
+
+void finish() {
+  if (g_forked_child.load() || g_state.load() != 1) return;
+  Runtime* rt = g_rt;
+  if (rt->stop.exchange(true)) return;
+  wake(*rt);
+  std::unique_lock<std::mutex> lock(rt->done_mu);
+  rt->done_cv.wait_for(lock, std::chrono::milliseconds(kExitFlushWaitMs), [rt] { return rt->finished; });
+  // The final window is written; later NVTX calls (other threads, static destructors) are
+  // ignored rather than racing with a process that is tearing down.
+  g_capture.store(nullptr, std::memory_order_release);
+}
+
+void chain_signal(int sig, siginfo_t* info, void* ctx) {
+  const struct sigaction& old = g_old_actions[sig];
+  if (old.sa_flags & SA_SIGINFO) {
+    if (old.sa_sigaction) old.sa_sigaction(sig, info, ctx);
+  } else if (old.sa_handler == SIG_IGN) {
+  } else if (old.sa_handler == SIG_DFL) {
+    // Die exactly as without laggard: default action, same signal, same exit status.
+    sigaction(sig, &old, nullptr);
+    raise(sig);  // blocked while in this handler; delivered when it returns
+  } else {
+    old.sa_handler(sig);
+  }
+}
+
+void on_signal(int sig, siginfo_t* info, void* ctx) {
+  int saved_errno = errno;
+  Runtime* rt = g_rt;
+  if (rt && g_state.load() == 1 && !g_forked_child.load() && !rt->stop.load()) {
+    // Only async-signal-safe work here: the flush thread writes, this thread waits briefly.
+    rt->pending_signal.store(sig);
+    uint64_t req = rt->flush_requested.fetch_add(1) + 1;
+    wake(*rt);
+    timespec step{0, 5'000'000};
+    for (int64_t waited = 0; waited < kSignalFlushWaitNs && rt->flush_done.load() < req;
+         waited += step.tv_nsec)
+      nanosleep(&step, nullptr);
+  }
+  chain_signal(sig, info, ctx);
+  errno = saved_errno;
+}
+
+void install_signal_handlers() {
+  for (int sig : kSignals) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) != 0) continue;
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;  // app ignores it
+    g_old_actions[sig] = old;
+    struct sigaction sa {};
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+void on_fork_child() {
+  // A forked child (e.g. a data-loader worker) is not the rank: it inherits RANK but must not
+  // write that rank's files. The flush thread does not exist here anyway.
+  g_forked_child.store(true);
+  g_capture.store(nullptr, std::memory_order_release);
+}
+
+void on_atexit() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+// ---- activation ----
+
+void activate() {
+  Runtime& rt = *g_rt;
+  Env env = process_env();
+  RankResult rank = detect_rank(env, rt.host, static_cast<long>(getppid()));
+  if (!rank.identity) {
+    log_debug("no rank identity (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, ...): not capturing");
+    g_state.store(2);
+    return;
+  }
+  for (const std::string& w : rank.warnings) log_warn("%s", w.c_str());
+  rt.id = *rank.identity;
+  char tag[32];
+  std::snprintf(tag, sizeof tag, "rank %d", rt.id.rank);
+  set_log_tag(tag);
+
+  int64_t start_mono = mono_ns();
+  int64_t offset = measure_epoch_offset_ns();
+  rt.flush_interval_ns = static_cast<int64_t>(rt.cfg.flush_s * 1e9);
+  rt.names = std::make_unique<NameTable>(rt.cfg.sections, kMaxNames);
+  rt.recorder = std::make_unique<Recorder>(*rt.names, rt.cfg.max_occurrences, offset, start_mono);
+  rt.start_end = std::make_unique<StartEndTable>();
+
+  FileInfo& fi = rt.info;
+  fi.run_id = rt.id.run_id;
+  fi.run_id_source = rt.id.run_id_source;
+  fi.rank = rt.id.rank;
+  fi.local_rank = rt.id.local_rank;
+  fi.world_size = rt.id.world_size;
+  fi.rank_source = rt.id.rank_source;
+  fi.host = rt.host;
+  fi.pid = static_cast<long>(getpid());
+  fi.process_start_ns = start_mono + offset;
+  fi.epoch_offset_ns = offset;
+  fi.flush_s = rt.cfg.flush_s;
+  fi.sections_filter = rt.cfg.sections;
+  fi.max_occurrences = rt.cfg.max_occurrences;
+  fi.nvtx_status = "on";
+  rt.writer = std::make_unique<SegmentWriter>(absolute(rt.cfg.out_dir) + "/" + fi.run_id, fi,
+                                              rt.cfg.windows_per_file);
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    log_warn("cannot create a pipe (%s); not capturing", std::strerror(errno));
+    g_state.store(2);
+    return;
+  }
+  rt.wake_rd = fds[0];
+  rt.wake_wr = fds[1];
+
+  // Start the flush thread with every signal blocked, so signals go to the app's threads.
+  sigset_t all, prev;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &prev);
+  try {
+    std::thread(flush_thread, g_rt).detach();
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &prev, nullptr);
+    log_warn("cannot start the flush thread; not capturing");
+    g_state.store(2);
+    return;
+  }
+  pthread_sigmask(SIG_SETMASK, &prev, nullptr);
+
+  rt.capture = Capture{rt.names.get(), rt.recorder.get(), rt.start_end.get()};
+  g_capture.store(&rt.capture, std::memory_order_release);
+  g_state.store(1);
+  std::atexit(on_atexit);
+  install_signal_handlers();
+  log_info("capturing NVTX as rank %d of %d (run %s) into %s", rt.id.rank, rt.id.world_size,
+           rt.id.run_id.c_str(), rt.writer->run_dir().c_str());
+}
+
+__attribute__((constructor)) void on_load() {
+  try {
+    ConfigResult cr = parse_config(process_env());
+    set_log_level(cr.config.log);
+    if (!cr.config.enabled) {
+      g_state.store(2);
+      return;
+    }
+    auto* rt = new Runtime();
+    rt->cfg = cr.config;
+    rt->host = hostname();
+    rt->self_path = own_path();
+    // Warn only where it matters: processes that are ranks. A launcher stays silent.
+    bool is_rank = detect_rank(process_env(), rt->host, 0).identity.has_value();
+    if (is_rank)
+      for (const std::string& w : cr.warnings) log_warn("%s", w.c_str());
+
+    const char* current = std::getenv("NVTX_INJECTION64_PATH");
+    if (!current || !*current) {
+      rt->nvtx_injected = !rt->self_path.empty() &&
+                          setenv("NVTX_INJECTION64_PATH", rt->self_path.c_str(), 1) == 0;
+    } else if (same_file(current, rt->self_path)) {
+      rt->nvtx_injected = true;  // inherited from a parent that runs laggard too
+    } else if (is_rank) {
+      log_warn("NVTX_INJECTION64_PATH is already set to '%s' (another NVTX tool?); "
+               "laggard leaves it alone and will not capture NVTX ranges", current);
+    }
+    g_rt = rt;
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+  } catch (...) {
+    g_state.store(2);
+  }
+}
+
+__attribute__((destructor)) void on_unload() { on_atexit(); }
+
+}  // namespace
+
+bool activate_capture() {
+  if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
+  try {
+    std::call_once(g_activate_once, activate);
+  } catch (...) {
+    g_state.store(2);
+  }
+  return g_state.load() == 1;
+}
+
+}  // namespace laggard

@@ -1,0 +1,275 @@
+// Hot path. After a thread's first call, a push or pop is: a TLS load, a string hash and
+// compare against the thread's name cache, a vDSO clock read and a few stores into memory
+// only this thread writes. No allocation, no syscall, no lock. Every entry point catches
+// everything: an exception must never reach the application.
+#include "nvtx_callbacks.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "capture.h"
+#include "clock.h"
+#include "range_stack.h"
+
+namespace laggard {
+
+std::atomic<Capture*> g_capture{nullptr};
+
+namespace nvtx {
+namespace {
+
+constexpr size_t kMaxMessage = 512;  // longer messages are cut (names, not payloads)
+constexpr int kCacheSlots = 256;
+
+struct Domain {
+  std::string name;
+};
+
+// Domains live for the process: handles given to the app must stay valid forever.
+std::mutex g_domains_mu;
+std::deque<Domain>& domains() {
+  static auto* d = new std::deque<Domain>();
+  return *d;
+}
+
+struct ThreadState {
+  ThreadBuffer* buf;
+  uint32_t tid;
+  RangeStack stack;
+  struct Slot {
+    uint64_t hash = 0;
+    const void* domain = nullptr;
+    const NameEntry* entry = nullptr;
+  } cache[kCacheSlots];
+};
+
+// Frees the thread's state when the thread ends and tells the recorder to drain it once more.
+struct ThreadGuard {
+  ThreadState* state = nullptr;
+  bool dead = false;
+  ~ThreadGuard() {
+    if (state) {
+      state->buf->exited.store(true, std::memory_order_release);
+      delete state;
+      state = nullptr;
+    }
+    dead = true;
+  }
+};
+thread_local ThreadGuard t_guard;
+
+inline ThreadState* thread_state(Capture* cap) {
+  ThreadGuard& g = t_guard;
+  if (__builtin_expect(g.state != nullptr, 1)) return g.state;
+  if (g.dead) return nullptr;  // NVTX called from a thread_local destructor after ours ran
+  auto* ts = new ThreadState();
+  ts->tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  ts->buf = cap->recorder->register_thread(ts->tid);
+  g.state = ts;
+  return ts;
+}
+
+inline uint64_t hash_bytes(const char* s, size_t n, const void* domain) {
+  uint64_t h = 1469598103934665603ull ^ reinterpret_cast<uintptr_t>(domain);
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 1099511628211ull;
+  return h;
+}
+
+const char* domain_name(const void* domain) {
+  return domain ? static_cast<const Domain*>(domain)->name.c_str() : "";
+}
+
+const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
+  if (!msg) msg = "(unnamed)";
+  size_t n = strnlen(msg, kMaxMessage);
+  uint64_t h = hash_bytes(msg, n, domain);
+  ThreadState::Slot& slot = ts->cache[h & (kCacheSlots - 1)];
+  if (slot.hash == h && slot.domain == domain && slot.entry->message.size() == n &&
+      std::memcmp(slot.entry->message.data(), msg, n) == 0)
+    return slot.entry;
+  const NameEntry* e = cap->names->intern(domain, domain_name(domain), std::string_view(msg, n));
+  slot = {h, domain, e};
+  return e;
+}
+
+const NameEntry* lookup_wide(Capture* cap, ThreadState* ts, const void* domain, const wchar_t* msg) {
+  char buf[kMaxMessage + 1];
+  wide_to_utf8(msg ? msg : L"(unnamed)", buf, sizeof buf);
+  return lookup(cap, ts, domain, buf);
+}
+
+const NameEntry* lookup_attr(Capture* cap, ThreadState* ts, const void* domain,
+                             const nvtxEventAttributes_t* a) {
+  // Fields past `size` were not provided by the caller's (older) struct version.
+  constexpr size_t kNeeded = offsetof(nvtxEventAttributes_t, message) + sizeof(a->message);
+  if (!a || a->size < kNeeded) return lookup(cap, ts, domain, "(unnamed)");
+  switch (a->messageType) {
+    case NVTX_MESSAGE_TYPE_ASCII: return lookup(cap, ts, domain, a->message.ascii);
+    case NVTX_MESSAGE_TYPE_UNICODE: return lookup_wide(cap, ts, domain, a->message.unicode);
+    case NVTX_MESSAGE_TYPE_REGISTERED:
+      if (a->message.registered)
+        return reinterpret_cast<const NameEntry*>(a->message.registered);
+      return lookup(cap, ts, domain, "(unnamed)");
+    default: return lookup(cap, ts, domain, "(unnamed)");
+  }
+}
+
+void sync_counters(ThreadState* ts) {
+  ThreadBuffer* b = ts->buf;
+  b->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  // Rare events: mirror only on change so the common path does not touch these lines.
+  if (__builtin_expect(b->stack_overflow.load(std::memory_order_relaxed) != ts->stack.overflowed(), 0))
+    b->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
+  if (__builtin_expect(b->unbalanced_pop.load(std::memory_order_relaxed) != ts->stack.unbalanced(), 0))
+    b->unbalanced_pop.store(ts->stack.unbalanced(), std::memory_order_relaxed);
+}
+
+template <class Lookup>
+int push_impl(const void* domain, Lookup&& find) noexcept {
+  try {
+    Capture* cap = g_capture.load(std::memory_order_acquire);
+    if (!cap) return NVTX_NO_PUSH_POP_TRACKING;
+    ThreadState* ts = thread_state(cap);
+    if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+    const NameEntry* e = find(cap, ts);
+    int level = ts->stack.push(e, domain, mono_ns());
+    sync_counters(ts);
+    return level;
+  } catch (...) {
+    return NVTX_NO_PUSH_POP_TRACKING;
+  }
+}
+
+int pop_impl(const void* domain) noexcept {
+  try {
+    Capture* cap = g_capture.load(std::memory_order_acquire);
+    if (!cap) return NVTX_NO_PUSH_POP_TRACKING;
+    ThreadState* ts = thread_state(cap);
+    if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+    RangeRecord r;
+    bool emit = false;
+    int level = ts->stack.pop(domain, mono_ns(), ts->tid, &r, &emit);
+    if (emit) ts->buf->add(r);
+    sync_counters(ts);
+    return level;
+  } catch (...) {
+    return NVTX_NO_PUSH_POP_TRACKING;
+  }
+}
+
+template <class Lookup>
+nvtxRangeId_t start_impl(Lookup&& find) noexcept {
+  try {
+    Capture* cap = g_capture.load(std::memory_order_acquire);
+    if (!cap) return 0;
+    ThreadState* ts = thread_state(cap);
+    if (!ts) return 0;
+    const NameEntry* e = find(cap, ts);
+    return cap->start_end->start(e, mono_ns(), ts->tid);
+  } catch (...) {
+    return 0;
+  }
+}
+
+void end_impl(nvtxRangeId_t id) noexcept {
+  try {
+    Capture* cap = g_capture.load(std::memory_order_acquire);
+    if (!cap) return;
+    ThreadState* ts = thread_state(cap);
+    if (!ts) return;
+    RangeRecord r;
+    bool emit = false;
+    if (!cap->start_end->end(id, mono_ns(), &r, &emit))
+      ts->buf->unmatched_end.fetch_add(1, std::memory_order_relaxed);
+    else if (emit)
+      ts->buf->add(r);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+int push_a(const char* m) {
+  return push_impl(nullptr, [m](Capture* c, ThreadState* t) { return lookup(c, t, nullptr, m); });
+}
+int push_w(const wchar_t* m) {
+  return push_impl(nullptr, [m](Capture* c, ThreadState* t) { return lookup_wide(c, t, nullptr, m); });
+}
+int push_ex(const nvtxEventAttributes_t* a) {
+  return push_impl(nullptr, [a](Capture* c, ThreadState* t) { return lookup_attr(c, t, nullptr, a); });
+}
+int pop() { return pop_impl(nullptr); }
+
+nvtxRangeId_t start_a(const char* m) {
+  return start_impl([m](Capture* c, ThreadState* t) { return lookup(c, t, nullptr, m); });
+}
+nvtxRangeId_t start_w(const wchar_t* m) {
+  return start_impl([m](Capture* c, ThreadState* t) { return lookup_wide(c, t, nullptr, m); });
+}
+nvtxRangeId_t start_ex(const nvtxEventAttributes_t* a) {
+  return start_impl([a](Capture* c, ThreadState* t) { return lookup_attr(c, t, nullptr, a); });
+}
+void end(nvtxRangeId_t id) { end_impl(id); }
+
+int domain_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return push_impl(d, [d, a](Capture* c, ThreadState* t) { return lookup_attr(c, t, d, a); });
+}
+int domain_pop(nvtxDomainHandle_t d) { return pop_impl(d); }
+nvtxRangeId_t domain_start_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return start_impl([d, a](Capture* c, ThreadState* t) { return lookup_attr(c, t, d, a); });
+}
+void domain_end(nvtxDomainHandle_t, nvtxRangeId_t id) { end_impl(id); }
+
+nvtxDomainHandle_t domain_create_a(const char* name) {
+  try {
+    std::string n = sanitize_utf8(name ? std::string_view(name, strnlen(name, kMaxMessage)) : "(unnamed)");
+    std::lock_guard<std::mutex> lock(g_domains_mu);
+    // One handle per name: two libraries creating "foo" report into the same sections.
+    for (Domain& d : domains())
+      if (d.name == n) return reinterpret_cast<nvtxDomainHandle_t>(&d);
+    domains().push_back(Domain{std::move(n)});
+    return reinterpret_cast<nvtxDomainHandle_t>(&domains().back());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+nvtxDomainHandle_t domain_create_w(const wchar_t* name) {
+  char buf[kMaxMessage + 1];
+  wide_to_utf8(name ? name : L"(unnamed)", buf, sizeof buf);
+  return domain_create_a(buf);
+}
+
+void domain_destroy(nvtxDomainHandle_t) {}  // handles stay valid: names refer to them
+
+nvtxStringHandle_t domain_register_string_a(nvtxDomainHandle_t d, const char* s) {
+  try {
+    Capture* cap = g_capture.load(std::memory_order_acquire);
+    if (!cap || !s) return nullptr;
+    const NameEntry* e = cap->names->intern(d, domain_name(d), std::string_view(s, strnlen(s, kMaxMessage)));
+    return reinterpret_cast<nvtxStringHandle_t>(const_cast<NameEntry*>(e));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+nvtxStringHandle_t domain_register_string_w(nvtxDomainHandle_t d, const wchar_t* s) {
+  if (!s) return nullptr;
+  char buf[kMaxMessage + 1];
+  wide_to_utf8(s, buf, sizeof buf);
+  return domain_register_string_a(d, buf);
+}
+
+}  // namespace nvtx
+
+uint32_t current_section() {
+  nvtx::ThreadState* ts = nvtx::t_guard.state;
+  return ts ? ts->stack.innermost_kept() : kNoName;
+}
+
+}  // namespace laggard

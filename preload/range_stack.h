@@ -1,0 +1,44 @@
+// Per-thread NVTX push/pop nesting. Single-threaded by construction (one per thread), fixed
+// size so a push never allocates. Domains keep separate nesting: a pop of domain D closes the
+// innermost open range of D even if another domain's range was pushed after it.
+#pragma once
+
+#include <cstdint>
+
+#include "name_table.h"
+#include "records.h"
+
+namespace laggard {
+
+class RangeStack {
+ public:
+  static constexpr int kMaxDepth = 128;
+
+  // Returns the 0-based nesting level of the new range (NVTX's return value for push).
+  int push(const NameEntry* name, const void* domain, int64_t now_ns);
+
+  // Closes the innermost open range of `domain`. Returns its level, or -1 when none is open
+  // (unbalanced pop, counted). *emit is set when a kept range was closed and *out filled.
+  int pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecord* out, bool* emit);
+
+  // Innermost open kept section on this thread (kNoName when none): what a launch belongs to.
+  uint32_t innermost_kept() const;
+
+  int depth() const { return depth_; }
+  uint64_t overflowed() const { return overflowed_; }
+  uint64_t unbalanced() const { return unbalanced_; }
+
+ private:
+  struct Open {
+    const NameEntry* name;
+    const void* domain;
+    int64_t start_ns;
+    uint32_t parent_id;  // innermost kept range below this one at push time
+  };
+  Open open_[kMaxDepth];
+  int depth_ = 0;     // logical depth, may exceed kMaxDepth
+  uint64_t overflowed_ = 0;
+  uint64_t unbalanced_ = 0;
+};
+
+}  // namespace laggard

@@ -1,0 +1,47 @@
+// Plain records that capture sources hand to the recorder. No pointers, no strings: names are
+// interned ids, times are CLOCK_MONOTONIC ns (see clock.h).
+#pragma once
+
+#include <cstdint>
+
+namespace laggard {
+
+constexpr uint32_t kNoName = 0xffffffffu;
+
+enum class RangeKind : uint8_t { push_pop = 0, start_end = 1 };
+
+struct RangeRecord {
+  int64_t start_ns;
+  int64_t end_ns;
+  uint32_t name_id;
+  uint32_t parent_id;  // innermost enclosing kept range on the thread, or kNoName
+  uint32_t tid;        // thread that opened the range
+  uint16_t depth;      // NVTX nesting level at push (0 = outermost); 0 for start/end
+  RangeKind kind;
+};
+
+// Things lost or malformed, counted rather than hidden. Totals go into every file.
+struct DropCounters {
+  uint64_t ring_full = 0;          // completed ranges lost: a thread's buffer was full
+  uint64_t stack_overflow = 0;     // pushes beyond the per-thread depth limit
+  uint64_t unbalanced_pop = 0;     // pops with no open range
+  uint64_t unmatched_end = 0;      // nvtxRangeEnd with an id we do not know
+  uint64_t start_end_evicted = 0;  // open start/end ranges overwritten by newer ones
+  uint64_t names_overflow = 0;     // ranges recorded as "(other)" past the name limit
+  uint64_t occurrences_sampled = 0;  // raw occurrences not stored (stats stay exact)
+  uint64_t unclosed_at_exit = 0;   // ranges still open when the process ended
+
+  DropCounters& operator+=(const DropCounters& o) {
+    ring_full += o.ring_full;
+    stack_overflow += o.stack_overflow;
+    unbalanced_pop += o.unbalanced_pop;
+    unmatched_end += o.unmatched_end;
+    start_end_evicted += o.start_end_evicted;
+    names_overflow += o.names_overflow;
+    occurrences_sampled += o.occurrences_sampled;
+    unclosed_at_exit += o.unclosed_at_exit;
+    return *this;
+  }
+};
+
+}  // namespace laggard

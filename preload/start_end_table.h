@@ -1,0 +1,45 @@
+// Open nvtxRangeStart/End ranges, which may end on another thread. A fixed table indexed by
+// the range id: lock-free, no allocation. Ids are never reused; a slot reused while its range
+// is still open evicts that range (counted).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "name_table.h"
+#include "records.h"
+
+namespace laggard {
+
+class StartEndTable {
+ public:
+  explicit StartEndTable(size_t slots_pow2 = 1u << 14);
+
+  // Returns the NVTX range id (never 0).
+  uint64_t start(const NameEntry* name, int64_t now_ns, uint32_t tid);
+
+  // Closes range `id`. Returns false when the id is unknown (never started, already ended,
+  // or evicted). *emit tells whether the range is a kept section and *out is filled.
+  bool end(uint64_t id, int64_t now_ns, RangeRecord* out, bool* emit);
+
+  uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // Ranges still open right now (for the "unclosed at exit" count).
+  uint64_t open_count() const;
+
+ private:
+  static constexpr uint64_t kBusy = ~0ull;
+  struct Slot {
+    std::atomic<uint64_t> id{0};  // 0 free, kBusy being written, else the open range's id
+    // Relaxed atomics: the id's acquire/release orders them; atomics keep torn reads defined.
+    std::atomic<const NameEntry*> name{nullptr};
+    std::atomic<int64_t> start_ns{0};
+    std::atomic<uint32_t> tid{0};
+  };
+  std::unique_ptr<Slot[]> slots_;
+  size_t mask_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> evicted_{0};
+};
+
+}  // namespace laggard

@@ -1,0 +1,35 @@
+// What the recorder hands the writer when a window closes: plain data with names resolved and
+// times in epoch nanoseconds. The writer knows nothing else about capture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "records.h"
+
+namespace laggard {
+
+struct SectionWindowStats {
+  std::string name;
+  std::string parent;  // empty: top level
+  uint64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  int64_t median_ns = 0;  // exact when every occurrence is stored, else of the stored sample
+  // Stored occurrences (all, or a uniform sample when count exceeds the cap), columnar.
+  std::vector<int64_t> start_ns;  // epoch ns
+  std::vector<int64_t> dur_ns;
+  std::vector<uint32_t> tid;
+};
+
+struct WindowSnapshot {
+  uint64_t index = 0;
+  int64_t start_ns = 0;  // epoch ns
+  int64_t end_ns = 0;
+  std::vector<SectionWindowStats> sections;
+  DropCounters dropped;  // during this window
+};
+
+}  // namespace laggard

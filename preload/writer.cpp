@@ -1,0 +1,190 @@
+#include "writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "clock.h"
+#include "json_out.h"
+
+namespace laggard {
+namespace {
+
+void drops_json(JsonOut& j, const DropCounters& d) {
+  j.begin_object()
+      .field("ring_full", d.ring_full)
+      .field("stack_overflow", d.stack_overflow)
+      .field("unbalanced_pop", d.unbalanced_pop)
+      .field("unmatched_end", d.unmatched_end)
+      .field("start_end_evicted", d.start_end_evicted)
+      .field("names_overflow", d.names_overflow)
+      .field("occurrences_sampled", d.occurrences_sampled)
+      .field("unclosed_at_exit", d.unclosed_at_exit)
+      .end_object();
+}
+
+std::string write_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::strerror(errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string make_dirs(const std::string& path) {
+  if (path.empty()) return "empty output path";
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST)
+      return "cannot create directory '" + cur + "': " + std::strerror(errno);
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "'" + path + "' is not a directory";
+  return "";
+}
+
+std::string render_window(const WindowSnapshot& w) {
+  std::string s;
+  JsonOut j(s);
+  j.begin_object()
+      .field("index", w.index)
+      .field("start_ns", w.start_ns)
+      .field("end_ns", w.end_ns);
+  j.key("dropped");
+  drops_json(j, w.dropped);
+  j.key("sections").begin_array();
+  for (const SectionWindowStats& sec : w.sections) {
+    j.begin_object().field("name", sec.name);
+    j.key("parent");
+    if (sec.parent.empty()) j.null(); else j.value(sec.parent);
+    j.field("count", sec.count)
+        .field("total_ns", sec.total_ns)
+        .field("min_ns", sec.min_ns)
+        .field("max_ns", sec.max_ns)
+        .field("median_ns", sec.median_ns);
+    std::vector<int64_t> rel;
+    rel.reserve(sec.start_ns.size());
+    for (int64_t t : sec.start_ns) rel.push_back(t - w.start_ns);
+    j.key("occurrences").begin_object();
+    j.key("start_offset_ns").array(rel);
+    j.key("dur_ns").array(sec.dur_ns);
+    j.key("tid").array(sec.tid);
+    j.end_object();
+    j.end_object();
+  }
+  j.end_array().end_object();
+  return s;
+}
+
+SegmentWriter::SegmentWriter(std::string run_dir, FileInfo info, int windows_per_file,
+                             size_t max_segment_bytes)
+    : run_dir_(std::move(run_dir)),
+      info_(std::move(info)),
+      windows_per_file_(windows_per_file < 1 ? 1 : windows_per_file),
+      max_segment_bytes_(max_segment_bytes) {}
+
+std::string SegmentWriter::current_path() const {
+  char name[96];
+  std::snprintf(name, sizeof name, "rank%05d-%ld-seg%04d.json", info_.rank, info_.pid, segment_);
+  return run_dir_ + "/" + name;
+}
+
+std::string SegmentWriter::render_header(const DropCounters& totals, bool final, int signal,
+                                         int64_t last_end_ns) const {
+  std::string s;
+  JsonOut j(s);
+  j.begin_object()
+      .field("schema", "laggard-rank")
+      .field("schema_version", kSchemaVersion)
+      .field("run_id", info_.run_id)
+      .field("run_id_source", info_.run_id_source)
+      .field("rank", info_.rank);
+  j.key("local_rank");
+  if (info_.local_rank >= 0) j.value(info_.local_rank); else j.null();
+  j.key("world_size");
+  if (info_.world_size > 0) j.value(info_.world_size); else j.null();
+  j.field("rank_source", info_.rank_source)
+      .field("host", info_.host)
+      .field("pid", info_.pid)
+      .field("segment", segment_)
+      .field("process_start_ns", info_.process_start_ns)
+      .field("data_end_ns", last_end_ns)
+      .field("written_ns", realtime_ns())
+      .field("final", final);
+  j.key("signal");
+  if (signal) j.value(signal); else j.null();
+  j.key("clock").begin_object()
+      .field("source", "CLOCK_MONOTONIC + epoch_offset_ns")
+      .field("epoch_offset_ns", info_.epoch_offset_ns)
+      .end_object();
+  j.key("config").begin_object()
+      .field("flush_s", info_.flush_s)
+      .field("sections", info_.sections_filter)
+      .field("max_occurrences", info_.max_occurrences)
+      .end_object();
+  j.key("capture").begin_object().field("nvtx", info_.nvtx_status).end_object();
+  j.key("dropped");
+  drops_json(j, totals);
+  return s;  // left open: the caller appends "windows"
+}
+
+std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& totals, bool final,
+                                 int signal) {
+  std::string rendered = render_window(w);
+  // Start a new segment when this window would overflow the current one.
+  if (!windows_json_.empty() &&
+      (static_cast<int>(windows_json_.size()) >= windows_per_file_ ||
+       windows_bytes_ + rendered.size() > max_segment_bytes_)) {
+    windows_json_.clear();
+    windows_bytes_ = 0;
+    ++segment_;
+  }
+  windows_bytes_ += rendered.size();
+  windows_json_.push_back(std::move(rendered));
+
+  if (!dir_ready_) {
+    if (std::string err = make_dirs(run_dir_); !err.empty()) return err;
+    dir_ready_ = true;
+  }
+  std::string doc = render_header(totals, final, signal, w.end_ns);
+  doc += ",\"windows\":[";
+  for (size_t i = 0; i < windows_json_.size(); ++i) {
+    if (i) doc += ',';
+    doc += windows_json_[i];
+  }
+  doc += "]}\n";
+
+  std::string path = current_path();
+  std::string tmp = run_dir_ + "/." + path.substr(run_dir_.size() + 1) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    dir_ready_ = false;  // the directory may have been removed; try to recreate next time
+    return "cannot write '" + tmp + "': " + std::strerror(errno);
+  }
+  std::string err = write_all(fd, doc);
+  if (::close(fd) != 0 && err.empty()) err = std::strerror(errno);
+  if (err.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) err = std::strerror(errno);
+  if (!err.empty()) {
+    ::unlink(tmp.c_str());
+    return "cannot write '" + path + "': " + err;
+  }
+  return "";
+}
+
+}  // namespace laggard

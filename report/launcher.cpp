@@ -1,0 +1,166 @@
+#include "launcher.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace laggard::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<pid_t> g_children;
+
+void forward_signal(int sig) {
+  // Ranks get the signal their launcher got, as torchrun does; we keep waiting for them.
+  for (pid_t p : g_children) kill(p, sig);
+}
+
+std::string new_run_id() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::random_device rd;
+  return fmt::format("{}-{:04x}", stamp, rd() & 0xffff);
+}
+
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  auto abs = fs::absolute(p, ec);
+  return ec ? p : abs.lexically_normal().string();
+}
+
+[[noreturn]] void exec_child(const std::vector<std::string>& cmd) {
+  std::vector<char*> argv;
+  for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::string msg = fmt::format("laggard: cannot run '{}': {}\n", cmd[0], std::strerror(errno));
+  ssize_t ignored = write(STDERR_FILENO, msg.data(), msg.size());
+  (void)ignored;
+  _exit(127);
+}
+
+}  // namespace
+
+std::string find_library() {
+  if (const char* env = std::getenv("LAGGARD_LIB"); env && *env) {
+    if (!fs::exists(env)) throw std::runtime_error(fmt::format("LAGGARD_LIB='{}' does not exist", env));
+    return absolute_path(env);
+  }
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot locate the laggard executable to find liblaggard.so");
+  for (const char* rel : {"liblaggard.so", "../lib/liblaggard.so", "../lib/laggard/liblaggard.so"}) {
+    fs::path candidate = (exe.parent_path() / rel).lexically_normal();
+    if (fs::exists(candidate, ec)) return candidate.string();
+  }
+  throw std::runtime_error("liblaggard.so not found beside " + exe.string() + " (set LAGGARD_LIB)");
+}
+
+RunResult run_command(const RunOptions& o) {
+  if (o.command.empty()) throw std::runtime_error("no command given: laggard run [options] -- CMD [ARGS...]");
+  std::string lib = o.library.empty() ? find_library() : absolute_path(o.library);
+
+  // The environment every rank inherits. Children of a launcher (torchrun, srun, mpirun)
+  // inherit it too, which is the point: no change to the job itself.
+  std::string preload = lib;
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) {
+    if (std::string(old).find(lib) == std::string::npos) preload += ":" + std::string(old);
+    else preload = old;
+  }
+  std::string run_id;
+  if (const char* given = std::getenv("LAGGARD_RUN_ID"); given && *given) run_id = given;
+  else run_id = new_run_id();
+  std::string out = absolute_path(o.out_dir);
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  setenv("LAGGARD_ENABLE", "1", 1);
+  setenv("LAGGARD_OUT", out.c_str(), 1);
+  setenv("LAGGARD_RUN_ID", run_id.c_str(), 1);
+  if (!o.sections.empty()) setenv("LAGGARD_SECTIONS", o.sections.c_str(), 1);
+  if (o.flush_s) setenv("LAGGARD_FLUSH_S", fmt::format("{}", *o.flush_s).c_str(), 1);
+  if (!o.log.empty()) setenv("LAGGARD_LOG", o.log.c_str(), 1);
+
+  RunResult result;
+  result.run_dir = out + "/" + run_id;
+
+  struct sigaction fwd {}, old_int {}, old_term {};
+  fwd.sa_handler = forward_signal;
+  sigemptyset(&fwd.sa_mask);
+  sigaction(SIGINT, &fwd, &old_int);
+  sigaction(SIGTERM, &fwd, &old_term);
+
+  const int n = o.nproc > 0 ? o.nproc : 1;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+    if (pid == 0) {
+      sigaction(SIGINT, &old_int, nullptr);
+      sigaction(SIGTERM, &old_term, nullptr);
+      if (o.nproc > 0) {
+        std::string rank = std::to_string(i), size = std::to_string(n);
+        setenv("RANK", rank.c_str(), 1);
+        setenv("LOCAL_RANK", rank.c_str(), 1);
+        setenv("WORLD_SIZE", size.c_str(), 1);
+        setenv("LOCAL_WORLD_SIZE", size.c_str(), 1);
+        setenv("GROUP_RANK", "0", 1);
+      }
+      exec_child(o.command);
+    }
+    g_children.push_back(pid);
+  }
+
+  // Exit status: the command's own; with --nproc, the first failing rank's (128+N if killed).
+  bool have_failure = false;
+  for (size_t left = g_children.size(); left > 0;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    --left;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (o.nproc <= 0 && WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+    if (code != 0 && !have_failure) {
+      have_failure = true;
+      result.exit_code = code;
+    }
+  }
+  g_children.clear();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+
+  if (!o.quiet) {
+    std::error_code ec;
+    size_t files = 0;
+    for (auto it = fs::directory_iterator(result.run_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().filename().string().rfind("rank", 0) == 0) ++files;
+    if (files)
+      fmt::print(stderr, "laggard: run {}: {} rank file(s) in {}\nlaggard: next: laggard report {}\n", run_id,
+                 files, result.run_dir, result.run_dir);
+    else
+      fmt::print(stderr,
+                 "laggard: run {}: no rank files were written to {} (no NVTX ranges, no rank variables such "
+                 "as RANK, or an unwritable directory; LAGGARD_LOG=info tells more)\n",
+                 run_id, result.run_dir);
+  }
+  return result;
+}
+
+}  // namespace laggard::cli

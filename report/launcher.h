@@ -1,0 +1,33 @@
+// `laggard run`: start a command (or N local ranks of it) with liblaggard preloaded.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace laggard::cli {
+
+struct RunOptions {
+  std::string out_dir = "laggard-out";
+  std::string sections;
+  std::optional<double> flush_s;
+  std::string log;
+  int nproc = 0;                 // 0: run the command once; it is usually a launcher itself
+  std::string library;           // liblaggard.so; empty: next to this executable
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+struct RunResult {
+  int exit_code = 0;
+  int term_signal = 0;           // single command killed by this signal
+  std::string run_dir;           // where the rank files of this run go
+};
+
+// Throws std::runtime_error for usage problems (no command, library not found).
+RunResult run_command(const RunOptions& options);
+
+// Locates liblaggard.so: $LAGGARD_LIB, else beside the laggard executable or in ../lib.
+std::string find_library();
+
+}  // namespace laggard::cli

@@ -1,0 +1,20 @@
+// Reads a run directory of per-rank files (docs/schema.md) into a RunModel. Never throws for
+// bad input: unreadable, truncated or foreign files and missing ranks become Problems.
+#pragma once
+
+#include <string>
+
+#include "model.h"
+
+namespace laggard::report {
+
+struct ReadOptions {
+  std::string run_id;        // pick this run when DIR holds several; empty: the newest
+  int expect_world_size = -1;  // overrides the world size found in the files
+};
+
+// Throws std::runtime_error only when there is nothing to report at all (no such directory,
+// no rank files); the message is meant for the user.
+RunModel read_run(const std::string& dir, const ReadOptions& opts = {});
+
+}  // namespace laggard::report

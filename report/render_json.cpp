@@ -1,0 +1,95 @@
+#include "render.h"
+
+namespace laggard::report {
+namespace {
+
+using nlohmann::json;
+
+json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json section_json(const SectionScore& s) {
+  return {{"count", s.count},
+          {"median_ms", s.median_ns / 1e6},
+          {"relative_score", opt(s.relative)},
+          {"individual_score", opt(s.individual)}};
+}
+
+json sections_json(const RankScores& r) {
+  json out = json::object();
+  for (const auto& [name, s] : r.sections) out[name] = section_json(s);
+  return out;
+}
+
+}  // namespace
+
+json render_json(const RunModel& model, const ScoreReport& rep) {
+  json j;
+  j["run_id"] = model.run_id;
+  j["dir"] = model.dir;
+  j["world_size"] = model.world_size;
+  j["window_s"] = rep.window_s;
+  j["start_ns"] = rep.start_ns;
+  j["end_ns"] = rep.end_ns;
+  j["thresholds"] = {{"relative", rep.options.relative_threshold},
+                     {"individual", rep.options.individual_threshold}};
+
+  json ranks = json::array();
+  for (size_t i = 0; i < rep.ranks.size(); ++i) {
+    const RankScores& r = rep.ranks[i];
+    const RankData& d = model.ranks[i];
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"pid", d.pid},
+                     {"local_rank", d.local_rank >= 0 ? json(d.local_rank) : json(nullptr)},
+                     {"final", d.final},
+                     {"windows", d.windows.size()},
+                     {"dropped", d.dropped},
+                     {"sections", sections_json(r)}});
+  }
+  j["ranks"] = std::move(ranks);
+
+  json sections = json::array();
+  for (const SectionSummary& s : rep.sections)
+    sections.push_back({{"name", s.name},
+                        {"parent", s.parent.empty() ? json(nullptr) : json(s.parent)},
+                        {"ranks", s.ranks},
+                        {"median_ms",
+                         {{"min", s.min_median_ns / 1e6},
+                          {"median", s.median_median_ns / 1e6},
+                          {"max", s.max_median_ns / 1e6}}},
+                        {"worst_rank", s.worst_rank},
+                        {"worst_relative_score", s.worst_relative}});
+  j["sections"] = std::move(sections);
+
+  json windows = json::array();
+  for (const WindowScores& w : rep.windows) {
+    json ranks_w = json::array();
+    for (const RankScores& r : w.ranks) ranks_w.push_back({{"rank", r.rank}, {"sections", sections_json(r)}});
+    windows.push_back({{"index", w.index}, {"start_ns", w.start_ns}, {"end_ns", w.end_ns}, {"ranks", ranks_w}});
+  }
+  j["windows"] = std::move(windows);
+
+  json stragglers = json::array();
+  for (const Straggler& s : rep.stragglers)
+    stragglers.push_back({{"rank", s.rank},
+                          {"host", s.host},
+                          {"scope", s.scope},
+                          {"section", s.section},
+                          {"metric", s.metric},
+                          {"score", s.score},
+                          {"threshold", s.threshold},
+                          {"windows", s.windows}});
+  j["stragglers"] = std::move(stragglers);
+
+  json problems = json::array();
+  for (const Problem& p : model.problems)
+    problems.push_back({{"kind", p.kind},
+                        {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
+                        {"file", p.file.empty() ? json(nullptr) : json(p.file)},
+                        {"message", p.message}});
+  j["problems"] = std::move(problems);
+  j["other_runs"] = model.other_runs;
+  return j;
+}
+
+}  // namespace laggard::report

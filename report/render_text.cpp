@@ -1,0 +1,89 @@
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "render.h"
+
+namespace laggard::report {
+namespace {
+
+std::string score_str(const std::optional<double>& s) { return s ? fmt::format("{:.2f}", *s) : "-"; }
+
+std::string windows_str(const std::vector<int>& w, size_t total) {
+  if (w.empty()) return "whole run only";
+  std::string out = fmt::format("{}/{} windows", w.size(), total);
+  if (w.size() <= 6) {
+    out += " (";
+    for (size_t i = 0; i < w.size(); ++i) out += (i ? "," : "") + std::to_string(w[i]);
+    out += ")";
+  }
+  return out;
+}
+
+size_t hosts(const RunModel& m) {
+  std::set<std::string> h;
+  for (const auto& r : m.ranks) h.insert(r.host);
+  return h.size();
+}
+
+}  // namespace
+
+void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& out) {
+  out << fmt::format("laggard report: run {} ({})\n", model.run_id, model.dir);
+  out << fmt::format("  {} of {} ranks on {} host(s), {:.1f} s of data, {} report window(s) of {:g} s\n",
+                     model.ranks.size(), model.world_size, hosts(model),
+                     double(rep.end_ns - rep.start_ns) / 1e9, rep.windows.size(), rep.window_s);
+  if (!model.other_runs.empty()) {
+    out << "  other runs in this directory (choose with --run):";
+    for (const auto& r : model.other_runs) out << ' ' << r;
+    out << '\n';
+  }
+
+  out << "\nProblems: " << (model.problems.empty() ? "none\n" : "\n");
+  for (const Problem& p : model.problems) {
+    out << "  [" << p.kind << "] " << p.message;
+    if (!p.file.empty()) out << ": " << p.file;
+    out << '\n';
+  }
+
+  out << fmt::format("\nStragglers (score below {:.2f} relative / {:.2f} individual): {}\n",
+                     rep.options.relative_threshold, rep.options.individual_threshold,
+                     rep.stragglers.empty() ? "none" : std::to_string(rep.stragglers.size()));
+  if (!rep.stragglers.empty()) {
+    out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC",
+                       "SCORE", "WHEN");
+    for (const Straggler& s : rep.stragglers)
+      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host, s.section,
+                         s.metric, s.score, windows_str(s.windows, rep.windows.size()));
+  }
+
+  out << "\nSections (median ms per rank, whole run):\n";
+  if (rep.sections.empty()) out << "  no NVTX sections recorded\n";
+  else
+    out << fmt::format("  {:<28} {:>5}  {:>9} {:>9} {:>9}  {:<18}\n", "SECTION", "RANKS", "MIN", "MEDIAN",
+                       "MAX", "WORST RANK (REL)");
+  for (const SectionSummary& s : rep.sections) {
+    std::string name = s.parent.empty() ? s.name : s.parent + " > " + s.name;
+    out << fmt::format("  {:<28} {:>5}  {:>9.3f} {:>9.3f} {:>9.3f}  {:<18}\n", name, s.ranks,
+                       s.min_median_ns / 1e6, s.median_median_ns / 1e6, s.max_median_ns / 1e6,
+                       fmt::format("{} ({:.2f})", s.worst_rank, s.worst_relative));
+  }
+
+  // Per rank: the weakest section by relative score, so 1000 ranks still read as a list.
+  out << "\nRanks (weakest section per rank):\n";
+  out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", "RANK", "HOST", "SECTION", "REL", "IND");
+  for (const RankScores& r : rep.ranks) {
+    const std::pair<const std::string, SectionScore>* worst = nullptr;
+    for (const auto& kv : r.sections)
+      if (kv.second.relative && (!worst || *kv.second.relative < *worst->second.relative)) worst = &kv;
+    if (!worst) {
+      out << fmt::format("  {:>5}  {:<16} {:<24}\n", r.rank, r.host, "(no data)");
+      continue;
+    }
+    out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", r.rank, r.host, worst->first,
+                       score_str(worst->second.relative), score_str(worst->second.individual));
+  }
+}
+
+}  // namespace laggard::report

@@ -1,0 +1,185 @@
+#include "scores.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "stats.h"
+
+namespace laggard::report {
+namespace {
+
+using Samples = std::vector<std::pair<double, double>>;  // (duration ns, weight)
+
+struct Acc {
+  uint64_t count = 0;
+  Samples all;
+  std::map<int, Samples> by_window;
+  std::map<std::string, uint64_t> parents;
+};
+
+// best / mine, where lower durations are better; a zero median is as good as it gets.
+double ratio(double best, double mine) { return mine > 0 ? std::min(1.0, best / mine) : 1.0; }
+
+}  // namespace
+
+ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
+  ScoreReport rep;
+  rep.options = opt;
+  double flush_s = 0;
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  for (const RankData& r : model.ranks) {
+    flush_s = std::max(flush_s, r.flush_s);
+    for (const CaptureWindow& w : r.windows) {
+      t0 = std::min(t0, w.start_ns);
+      t1 = std::max(t1, w.end_ns);
+    }
+  }
+  rep.window_s = opt.window_s > 0 ? opt.window_s : (flush_s > 0 ? flush_s : 10.0);
+  if (t0 > t1) t0 = t1 = 0;
+  rep.start_ns = t0;
+  rep.end_ns = t1;
+  const double window_ns = rep.window_s * 1e9;
+  const int nwin = std::max(1, static_cast<int>(std::ceil(double(t1 - t0) / window_ns - 1e-9)));
+
+  // Gather every occurrence into its report window, per rank and section.
+  std::vector<std::map<std::string, Acc>> acc(model.ranks.size());
+  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+    for (const CaptureWindow& w : model.ranks[ri].windows) {
+      for (const SectionWindow& s : w.sections) {
+        Acc& a = acc[ri][s.name];
+        a.count += s.count;
+        a.parents[s.parent] += s.count;
+        for (const Occurrence& o : s.occurrences) {
+          int k = static_cast<int>(std::floor(double(o.start_ns - t0) / window_ns));
+          k = std::clamp(k, 0, nwin - 1);
+          a.all.emplace_back(double(o.dur_ns), o.weight);
+          a.by_window[k].emplace_back(double(o.dur_ns), o.weight);
+        }
+      }
+    }
+  }
+
+  std::map<std::string, std::map<std::string, uint64_t>> parent_votes;
+  // Whole-run medians, then the lowest across ranks per section.
+  std::map<std::string, double> best;
+  std::vector<std::map<std::string, double>> med(model.ranks.size());
+  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+    for (auto& [name, a] : acc[ri]) {
+      for (auto& [p, n] : a.parents) parent_votes[name][p] += n;
+      if (a.all.empty()) continue;
+      double m = weighted_median(a.all);
+      med[ri][name] = m;
+      auto it = best.find(name);
+      if (it == best.end() || m < it->second) best[name] = m;
+    }
+  }
+
+  // Per-window medians and scores.
+  std::vector<std::map<std::string, std::map<int, double>>> wmed(model.ranks.size());
+  std::map<std::string, std::map<int, double>> window_best;
+  for (size_t ri = 0; ri < model.ranks.size(); ++ri)
+    for (auto& [name, a] : acc[ri])
+      for (auto& [k, samples] : a.by_window) {
+        double m = weighted_median(samples);
+        wmed[ri][name][k] = m;
+        auto& b = window_best[name];
+        if (!b.count(k) || m < b[k]) b[k] = m;
+      }
+
+  rep.windows.resize(nwin);
+  for (int k = 0; k < nwin; ++k) {
+    rep.windows[k].index = k;
+    rep.windows[k].start_ns = t0 + static_cast<int64_t>(k * window_ns);
+    rep.windows[k].end_ns = std::min<int64_t>(t1, t0 + static_cast<int64_t>((k + 1) * window_ns));
+  }
+
+  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+    const RankData& r = model.ranks[ri];
+    RankScores rs;
+    rs.rank = r.rank;
+    rs.host = r.host;
+    std::map<int, RankScores> per_window;
+    for (auto& [name, a] : acc[ri]) {
+      SectionScore sc;
+      sc.count = a.count;
+      if (auto it = med[ri].find(name); it != med[ri].end()) {
+        sc.median_ns = it->second;
+        sc.relative = ratio(best[name], it->second);
+      }
+      // Individual: against the best window median seen so far on this rank (NVRx keeps the
+      // best historical performance as the reference).
+      double best_so_far = INFINITY;
+      for (auto& [k, m] : wmed[ri][name]) {
+        best_so_far = std::min(best_so_far, m);
+        SectionScore ws;
+        ws.median_ns = m;
+        ws.count = static_cast<uint64_t>(std::llround([&] {
+          double n = 0;
+          for (auto& p : a.by_window[k]) n += p.second;
+          return n;
+        }()));
+        ws.relative = ratio(window_best[name][k], m);
+        ws.individual = ratio(best_so_far, m);
+        sc.individual = std::min(sc.individual.value_or(1.0), *ws.individual);
+        RankScores& wr = per_window[k];
+        wr.rank = r.rank;
+        wr.host = r.host;
+        wr.sections[name] = ws;
+      }
+      rs.sections[name] = sc;
+    }
+    for (auto& [k, wr] : per_window) rep.windows[k].ranks.push_back(std::move(wr));
+    rep.ranks.push_back(std::move(rs));
+  }
+
+  // Stragglers: whole-run score below threshold; the windows say when.
+  for (const RankScores& rs : rep.ranks) {
+    for (const auto& [name, sc] : rs.sections) {
+      auto add = [&](const char* metric, std::optional<double> score, double thr,
+                     std::optional<double> SectionScore::*field) {
+        if (!score || *score >= thr) return;
+        Straggler s{rs.rank, rs.host, "section", name, metric, *score, thr, {}};
+        for (const WindowScores& w : rep.windows)
+          for (const RankScores& wr : w.ranks)
+            if (wr.rank == rs.rank)
+              if (auto it = wr.sections.find(name); it != wr.sections.end() &&
+                                                    (it->second.*field).value_or(1.0) < thr)
+                s.windows.push_back(w.index);
+        rep.stragglers.push_back(std::move(s));
+      };
+      add("relative", sc.relative, opt.relative_threshold, &SectionScore::relative);
+      add("individual", sc.individual, opt.individual_threshold, &SectionScore::individual);
+    }
+  }
+  std::stable_sort(rep.stragglers.begin(), rep.stragglers.end(),
+                   [](const Straggler& a, const Straggler& b) { return a.score < b.score; });
+
+  // Per-section summary across ranks.
+  for (const auto& [name, b] : best) {
+    SectionSummary s;
+    s.name = name;
+    uint64_t most = 0;
+    for (auto& [p, n] : parent_votes[name])
+      if (n > most) { most = n; s.parent = p; }
+    std::vector<double> meds;
+    for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+      auto it = med[ri].find(name);
+      if (it == med[ri].end()) continue;
+      meds.push_back(it->second);
+      double rel = ratio(b, it->second);
+      if (s.worst_rank < 0 || rel < s.worst_relative) {
+        s.worst_rank = model.ranks[ri].rank;
+        s.worst_relative = rel;
+      }
+    }
+    s.ranks = static_cast<int>(meds.size());
+    s.min_median_ns = *std::min_element(meds.begin(), meds.end());
+    s.max_median_ns = *std::max_element(meds.begin(), meds.end());
+    s.median_median_ns = median(meds);
+    rep.sections.push_back(std::move(s));
+  }
+  return rep;
+}
+
+}  // namespace laggard::report

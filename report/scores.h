@@ -1,0 +1,76 @@
+// NVRx straggler scores (nvidia-resiliency-ext, straggler package) for NVTX sections.
+//   relative score   = lowest median across ranks / this rank's median        (per window and run)
+//   individual score = this rank's best window median so far / this window's median
+// Scores run from 0 (worst) to 1 (best); below a threshold the rank is a straggler.
+// Report windows are wall-clock buckets of equal length starting at the run's first window,
+// so every rank is compared over the same interval regardless of when its flushes happened.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace laggard::report {
+
+struct ScoreOptions {
+  double relative_threshold = 0.75;
+  double individual_threshold = 0.75;
+  double window_s = 0;  // 0: the capture flush interval recorded in the files
+};
+
+struct SectionScore {
+  uint64_t count = 0;                 // occurrences recorded (exact, sampled or not)
+  double median_ns = 0;
+  std::optional<double> relative;     // no value: no data to compare
+  std::optional<double> individual;   // whole run: the lowest per-window individual score
+};
+
+struct RankScores {
+  int rank = -1;
+  std::string host;
+  std::map<std::string, SectionScore> sections;
+};
+
+struct WindowScores {
+  int index = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  std::vector<RankScores> ranks;  // only ranks with data in this window
+};
+
+struct Straggler {
+  int rank = -1;
+  std::string host;
+  std::string scope = "section";
+  std::string section;
+  std::string metric;       // "relative" | "individual"
+  double score = 0;         // whole-run score of that metric
+  double threshold = 0;
+  std::vector<int> windows; // report windows whose own score is below the threshold
+};
+
+struct SectionSummary {
+  std::string name;
+  std::string parent;  // most common parent, empty for top level
+  int ranks = 0;
+  double min_median_ns = 0, median_median_ns = 0, max_median_ns = 0;
+  int worst_rank = -1;
+  double worst_relative = 1;
+};
+
+struct ScoreReport {
+  ScoreOptions options;
+  double window_s = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  std::vector<RankScores> ranks;       // whole run, every rank of the model
+  std::vector<WindowScores> windows;
+  std::vector<SectionSummary> sections;
+  std::vector<Straggler> stragglers;   // worst first
+};
+
+ScoreReport compute_scores(const RunModel& model, const ScoreOptions& options);
+
+}  // namespace laggard::report

@@ -1,0 +1,34 @@
+#include "stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace laggard::report {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  double hi = v[mid];
+  if (v.size() % 2) return hi;
+  double lo = *std::max_element(v.begin(), v.begin() + mid);
+  return (lo + hi) / 2;
+}
+
+double weighted_median(std::vector<std::pair<double, double>> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double total = 0;
+  for (const auto& p : v) total += p.second;
+  const double half = total / 2;
+  const double eps = 1e-9 * total;
+  double cum = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    cum += v[i].second;
+    if (std::fabs(cum - half) <= eps && i + 1 < v.size()) return (v[i].first + v[i + 1].first) / 2;
+    if (cum > half) return v[i].first;
+  }
+  return v.back().first;
+}
+
+}  // namespace laggard::report

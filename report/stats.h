@@ -1,0 +1,16 @@
+// Order statistics used by the analyses. Medians, not means: one outlier step must not move
+// a rank's score.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+namespace laggard::report {
+
+// Standard median (mean of the two middle values for an even count). Empty input: 0.
+double median(std::vector<double> values);
+
+// Median of weighted values; equals median() when all weights are equal.
+double weighted_median(std::vector<std::pair<double, double>> value_weight);
+
+}  // namespace laggard::report

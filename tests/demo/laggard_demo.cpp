@@ -1,0 +1,179 @@
+// laggard-demo: a CPU-only stand-in for a training loop, instrumented with NVTX the way real
+// jobs are (push/pop, nested ranges, a start/end range that crosses threads, a named domain
+// with a registered string), with knobs to make one rank slow in one section.
+//
+//   laggard-demo [--steps N] [--step-ms MS] [--slow-rank R] [--slow-section NAME]
+//                [--slow-factor F] [--slow-steps A:B] [--crash-rank R --crash-step S]
+//
+// "Work" is sleeping, so timings stay stable on a loaded 2-core CI machine.
+#include <nvtx3/nvToolsExt.h>
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+namespace {
+
+struct Options {
+  int steps = 40;
+  double step_ms = 25;
+  int slow_rank = -1;
+  std::string slow_section;
+  double slow_factor = 1.5;
+  int slow_from = 0, slow_to = 1 << 30;  // steps [from, to) are slowed
+  int crash_rank = -1, crash_step = -1;
+  double jitter = 0.02;
+};
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr, "laggard-demo: %s\n", msg);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--steps") o.steps = std::atoi(next());
+    else if (a == "--step-ms") o.step_ms = std::atof(next());
+    else if (a == "--slow-rank") o.slow_rank = std::atoi(next());
+    else if (a == "--slow-section") o.slow_section = next();
+    else if (a == "--slow-factor") o.slow_factor = std::atof(next());
+    else if (a == "--slow-steps") {
+      if (std::sscanf(next(), "%d:%d", &o.slow_from, &o.slow_to) != 2) usage("--slow-steps wants A:B");
+    } else if (a == "--crash-rank") o.crash_rank = std::atoi(next());
+    else if (a == "--crash-step") o.crash_step = std::atoi(next());
+    else if (a == "--jitter") o.jitter = std::atof(next());
+    else usage(("unknown option " + a).c_str());
+  }
+  if (o.steps <= 0 || o.step_ms <= 0 || o.slow_factor <= 0) usage("steps, step-ms and slow-factor must be > 0");
+  return o;
+}
+
+class Worker {
+ public:
+  Worker(const Options& o, int rank) : o_(o), rank_(rank), rng_(1234u + rank) {}
+
+  // Sleeps this section's share of a step, scaled when this rank/section/step is the slow one.
+  void work(const char* section, double share, int step) {
+    double ms = o_.step_ms * share;
+    bool slow = rank_ == o_.slow_rank && step >= o_.slow_from && step < o_.slow_to &&
+                (o_.slow_section.empty() || o_.slow_section == section ||
+                 o_.slow_section == std::string("demo::") + section);
+    if (slow) ms *= o_.slow_factor;
+    std::uniform_real_distribution<double> j(1 - o_.jitter, 1 + o_.jitter);
+    ms *= j(rng_);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  }
+
+ private:
+  const Options& o_;
+  int rank_;
+  std::mt19937 rng_;
+};
+
+// A loader thread prepares each batch; the range it starts is ended by the main thread when
+// the batch is taken, as with prefetching data loaders.
+class Loader {
+ public:
+  Loader(Worker& w) : w_(w), t_([this] { run(); }) {}
+  ~Loader() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    t_.join();
+  }
+  nvtxRangeId_t next_batch(int step) {
+    std::unique_lock<std::mutex> l(mu_);
+    want_ = step;
+    cv_.notify_all();
+    cv_.wait(l, [&] { return ready_ == step; });
+    return range_;
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      cv_.wait(l, [&] { return quit_ || want_ > ready_; });
+      if (quit_) return;
+      int step = want_;
+      l.unlock();
+      nvtxRangeId_t id = nvtxRangeStartA("data_load");
+      w_.work("data_load", 0.10, step);
+      l.lock();
+      range_ = id;
+      ready_ = step;
+      cv_.notify_all();
+    }
+  }
+  Worker& w_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int want_ = -1, ready_ = -1;
+  bool quit_ = false;
+  nvtxRangeId_t range_ = 0;
+  std::thread t_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  const char* rank_env = std::getenv("RANK");
+  int rank = rank_env ? std::atoi(rank_env) : 0;
+
+  nvtxDomainHandle_t domain = nvtxDomainCreateA("demo");
+  nvtxStringHandle_t optimizer_name = nvtxDomainRegisterStringA(domain, "optimizer");
+  nvtxEventAttributes_t opt_attr{};
+  opt_attr.version = NVTX_VERSION;
+  opt_attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  opt_attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  opt_attr.message.registered = optimizer_name;
+  nvtxEventAttributes_t mlp_attr{};
+  mlp_attr.version = NVTX_VERSION;
+  mlp_attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  mlp_attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  mlp_attr.message.ascii = "mlp";
+
+  Worker w(o, rank);
+  Loader loader(w);
+  for (int step = 0; step < o.steps; ++step) {
+    if (rank == o.crash_rank && step == o.crash_step) raise(SIGKILL);
+    nvtxRangePushA("step");
+    nvtxRangeEnd(loader.next_batch(step));
+
+    nvtxRangePushA("forward");
+    nvtxRangePushW(L"attention");
+    w.work("attention", 0.15, step);
+    nvtxRangePop();
+    nvtxRangePushEx(&mlp_attr);
+    w.work("mlp", 0.15, step);
+    nvtxRangePop();
+    nvtxRangePop();
+
+    nvtxRangePushA("backward");
+    w.work("backward", 0.40, step);
+    nvtxRangePop();
+
+    nvtxDomainRangePushEx(domain, &opt_attr);
+    w.work("optimizer", 0.10, step);
+    nvtxDomainRangePop(domain);
+    nvtxRangePop();  // step
+  }
+  std::printf("laggard-demo rank %d: %d steps done\n", rank, o.steps);
+  return 0;
+}
