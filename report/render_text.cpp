@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -18,6 +19,29 @@ std::string windows_str(const std::vector<int>& w, size_t total) {
     for (size_t i = 0; i < w.size(); ++i) out += (i ? "," : "") + std::to_string(w[i]);
     out += ")";
   }
+  return out;
+}
+
+// Sections in nesting order (parents before children, longest first), with their depth.
+std::vector<std::pair<const SectionSummary*, int>> section_tree(const std::vector<SectionSummary>& all) {
+  std::map<std::string, std::vector<const SectionSummary*>> children;
+  std::set<std::string> names;
+  for (const auto& s : all) names.insert(s.name);
+  for (const auto& s : all) children[names.count(s.parent) && s.parent != s.name ? s.parent : ""].push_back(&s);
+  for (auto& [p, kids] : children)
+    std::sort(kids.begin(), kids.end(), [](auto* a, auto* b) { return a->median_median_ns > b->median_median_ns; });
+  std::vector<std::pair<const SectionSummary*, int>> out;
+  std::set<std::string> visited;
+  auto visit = [&](auto&& self, const std::string& parent, int depth) -> void {
+    for (const SectionSummary* s : children[parent]) {
+      if (!visited.insert(s->name).second) continue;  // guards against cycles between names
+      out.emplace_back(s, depth);
+      self(self, s->name, depth + 1);
+    }
+  };
+  visit(visit, "", 0);
+  for (const auto& s : all)  // anything only reachable through a cycle
+    if (!visited.count(s.name)) out.emplace_back(&s, 0);
   return out;
 }
 
@@ -61,13 +85,13 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   out << "\nSections (median ms per rank, whole run):\n";
   if (rep.sections.empty()) out << "  no NVTX sections recorded\n";
   else
-    out << fmt::format("  {:<28} {:>5}  {:>9} {:>9} {:>9}  {:<18}\n", "SECTION", "RANKS", "MIN", "MEDIAN",
+    out << fmt::format("  {:<32} {:>5}  {:>9} {:>9} {:>9}  {:<18}\n", "SECTION", "RANKS", "MIN", "MEDIAN",
                        "MAX", "WORST RANK (REL)");
-  for (const SectionSummary& s : rep.sections) {
-    std::string name = s.parent.empty() ? s.name : s.parent + " > " + s.name;
-    out << fmt::format("  {:<28} {:>5}  {:>9.3f} {:>9.3f} {:>9.3f}  {:<18}\n", name, s.ranks,
-                       s.min_median_ns / 1e6, s.median_median_ns / 1e6, s.max_median_ns / 1e6,
-                       fmt::format("{} ({:.2f})", s.worst_rank, s.worst_relative));
+  for (const auto& [s, depth] : section_tree(rep.sections)) {
+    std::string name = std::string(2 * depth, ' ') + s->name;
+    out << fmt::format("  {:<32} {:>5}  {:>9.3f} {:>9.3f} {:>9.3f}  {:<18}\n", name, s->ranks,
+                       s->min_median_ns / 1e6, s->median_median_ns / 1e6, s->max_median_ns / 1e6,
+                       fmt::format("{} ({:.2f})", s->worst_rank, s->worst_relative));
   }
 
   // Per rank: the weakest section by relative score, so 1000 ranks still read as a list.

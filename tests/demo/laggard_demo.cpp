@@ -4,10 +4,16 @@
 //
 //   laggard-demo [--steps N] [--step-ms MS] [--slow-rank R] [--slow-section NAME]
 //                [--slow-factor F] [--slow-steps A:B] [--crash-rank R --crash-step S]
+//                [--fork-child] [--handle-sigterm]
+//
+// --fork-child forks a child after the first step that uses NVTX and exits (as data-loader
+// workers do); --handle-sigterm installs the app's own SIGTERM handler, which ends the loop.
 //
 // "Work" is sleeping, so timings stay stable on a loaded 2-core CI machine.
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -30,7 +36,12 @@ struct Options {
   int slow_from = 0, slow_to = 1 << 30;  // steps [from, to) are slowed
   int crash_rank = -1, crash_step = -1;
   double jitter = 0.02;
+  bool fork_child = false;
+  bool handle_sigterm = false;
 };
+
+volatile sig_atomic_t g_sigterm = 0;
+void on_sigterm(int) { g_sigterm = 1; }
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr, "laggard-demo: %s\n", msg);
@@ -55,6 +66,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--crash-rank") o.crash_rank = std::atoi(next());
     else if (a == "--crash-step") o.crash_step = std::atoi(next());
     else if (a == "--jitter") o.jitter = std::atof(next());
+    else if (a == "--fork-child") o.fork_child = true;
+    else if (a == "--handle-sigterm") o.handle_sigterm = true;
     else usage(("unknown option " + a).c_str());
   }
   if (o.steps <= 0 || o.step_ms <= 0 || o.slow_factor <= 0) usage("steps, step-ms and slow-factor must be > 0");
@@ -65,12 +78,14 @@ class Worker {
  public:
   Worker(const Options& o, int rank) : o_(o), rank_(rank), rng_(1234u + rank) {}
 
-  // Sleeps this section's share of a step, scaled when this rank/section/step is the slow one.
-  void work(const char* section, double share, int step) {
+  // Sleeps this section's share of a step, scaled when this rank/section/step is the slow one
+  // (naming a parent section, e.g. "forward" or "step", slows everything inside it).
+  void work(const char* section, double share, int step, const char* parent = "step") {
     double ms = o_.step_ms * share;
+    const std::string& s = o_.slow_section;
     bool slow = rank_ == o_.slow_rank && step >= o_.slow_from && step < o_.slow_to &&
-                (o_.slow_section.empty() || o_.slow_section == section ||
-                 o_.slow_section == std::string("demo::") + section);
+                (s.empty() || s == section || s == std::string("demo::") + section || s == parent ||
+                 s == "step");
     if (slow) ms *= o_.slow_factor;
     std::uniform_real_distribution<double> j(1 - o_.jitter, 1 + o_.jitter);
     ms *= j(rng_);
@@ -133,6 +148,12 @@ class Loader {
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  if (o.handle_sigterm) {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
   const char* rank_env = std::getenv("RANK");
   int rank = rank_env ? std::atoi(rank_env) : 0;
 
@@ -153,15 +174,34 @@ int main(int argc, char** argv) {
   Loader loader(w);
   for (int step = 0; step < o.steps; ++step) {
     if (rank == o.crash_rank && step == o.crash_step) raise(SIGKILL);
+    if (g_sigterm) {
+      std::printf("laggard-demo rank %d: stopped by SIGTERM at step %d\n", rank, step);
+      return 0;
+    }
+    if (o.fork_child && step == 1) {
+      std::fflush(stdout);
+      pid_t child = fork();
+      if (child == 0) {
+        nvtxRangePushA("child_work");
+        nvtxRangePop();
+        std::exit(0);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::fprintf(stderr, "laggard-demo: forked child failed\n");
+        return 1;
+      }
+    }
     nvtxRangePushA("step");
     nvtxRangeEnd(loader.next_batch(step));
 
     nvtxRangePushA("forward");
     nvtxRangePushW(L"attention");
-    w.work("attention", 0.15, step);
+    w.work("attention", 0.15, step, "forward");
     nvtxRangePop();
     nvtxRangePushEx(&mlp_attr);
-    w.work("mlp", 0.15, step);
+    w.work("mlp", 0.15, step, "forward");
     nvtxRangePop();
     nvtxRangePop();
 

@@ -1,0 +1,77 @@
+// Shared pieces of the end-to-end tests: paths of the built programs, a scratch directory,
+// `laggard run` / `laggard report --format json` wrappers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+
+namespace laggard::test {
+
+inline const std::string kBin = LAGGARD_BIN_DIR;
+inline const std::string kLaggard = kBin + "/laggard";
+inline const std::string kDemo = kBin + "/laggard-demo";
+inline const std::string kLibrary = kBin + "/liblaggard.so";
+
+// Variables a developer's shell might carry into the tests; every child starts without them.
+inline ProcessOptions clean_env() {
+  ProcessOptions o;
+  for (const char* v : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK",
+                        "PMI_RANK", "PMIX_RANK", "TORCHELASTIC_RUN_ID", "LD_PRELOAD", "NVTX_INJECTION64_PATH",
+                        "LAGGARD_ENABLE", "LAGGARD_OUT", "LAGGARD_SECTIONS", "LAGGARD_FLUSH_S", "LAGGARD_LOG",
+                        "LAGGARD_RANK", "LAGGARD_RUN_ID", "LAGGARD_LIB"})
+    o.env[v] = std::nullopt;
+  return o;
+}
+
+class Scratch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/laggard-it-XXXXXX";
+    dir = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir);
+    else std::cerr << "kept " << dir << " for inspection\n";
+  }
+  std::string out() const { return dir + "/out"; }
+
+  // laggard run --nproc N --flush-s F --out OUT -- laggard-demo ARGS
+  ProcessResult run_demo(int nproc, const std::vector<std::string>& demo_args, double flush_s = 0.2) {
+    std::vector<std::string> argv = {kLaggard, "run", "--nproc", std::to_string(nproc), "--flush-s",
+                                     std::to_string(flush_s), "--out", out(), "--", kDemo};
+    argv.insert(argv.end(), demo_args.begin(), demo_args.end());
+    return run_process(argv, clean_env());
+  }
+
+  nlohmann::json report(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {kLaggard, "report", out(), "--format", "json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ProcessResult r = run_process(argv, clean_env());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    try {
+      return nlohmann::json::parse(r.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "report is not JSON: " << e.what() << "\n" << r.out << r.err;
+      return {};
+    }
+  }
+
+  std::vector<std::filesystem::path> rank_files() const {
+    std::vector<std::filesystem::path> files;
+    if (!std::filesystem::exists(out())) return files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(out()))
+      if (e.is_regular_file()) files.push_back(e.path());
+    return files;
+  }
+
+  std::string dir;
+};
+
+}  // namespace laggard::test

@@ -1,0 +1,112 @@
+// End to end: 4 real demo processes under `laggard run --nproc 4`, then `laggard report`.
+#include <set>
+
+#include "harness.h"
+
+namespace laggard::test {
+namespace {
+
+using EndToEnd = Scratch;
+
+std::set<int> straggler_ranks(const nlohmann::json& rep) {
+  std::set<int> ranks;
+  for (const auto& s : rep["stragglers"]) ranks.insert(s["rank"].get<int>());
+  return ranks;
+}
+
+bool has_straggler(const nlohmann::json& rep, int rank, const std::string& section, const std::string& metric) {
+  for (const auto& s : rep["stragglers"])
+    if (s["rank"] == rank && s["section"] == section && s["metric"] == metric && s["scope"] == "section") return true;
+  return false;
+}
+
+TEST_F(EndToEnd, SlowRankAndSectionAreReported) {
+  ProcessResult run = run_demo(4, {"--steps", "40", "--slow-rank", "2", "--slow-section", "backward",
+                                   "--slow-factor", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  EXPECT_TRUE(rep["problems"].empty()) << rep["problems"].dump();
+  EXPECT_EQ(rep["world_size"], 4);
+  ASSERT_EQ(rep["ranks"].size(), 4u);
+  EXPECT_TRUE(has_straggler(rep, 2, "backward", "relative")) << rep["stragglers"].dump();
+  EXPECT_EQ(straggler_ranks(rep), std::set<int>{2}) << rep["stragglers"].dump();
+  const auto& bwd = rep["ranks"][2]["sections"]["backward"];
+  EXPECT_LT(bwd["relative_score"].get<double>(), 0.6);
+  EXPECT_GT(rep["ranks"][0]["sections"]["backward"]["relative_score"].get<double>(), 0.9);
+  EXPECT_EQ(bwd["count"], 40);
+}
+
+TEST_F(EndToEnd, HealthyRunHasNoStragglersAndEverySection) {
+  ProcessResult run = run_demo(4, {"--steps", "40"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  EXPECT_TRUE(rep["stragglers"].empty()) << rep["stragglers"].dump();
+  EXPECT_TRUE(rep["problems"].empty()) << rep["problems"].dump();
+  ASSERT_EQ(rep["ranks"].size(), 4u);
+  for (const auto& r : rep["ranks"]) {
+    EXPECT_TRUE(r["final"].get<bool>());
+    for (const char* s : {"step", "forward", "attention", "mlp", "backward", "demo::optimizer", "data_load"}) {
+      ASSERT_TRUE(r["sections"].contains(s)) << s;
+      EXPECT_EQ(r["sections"][s]["count"], 40) << s;
+    }
+  }
+  std::map<std::string, std::string> parents;
+  for (const auto& s : rep["sections"]) parents[s["name"]] = s["parent"].is_null() ? "" : s["parent"].get<std::string>();
+  EXPECT_EQ(parents["attention"], "forward");
+  EXPECT_EQ(parents["forward"], "step");
+  EXPECT_EQ(parents["demo::optimizer"], "step");
+  EXPECT_EQ(parents["step"], "");
+}
+
+TEST_F(EndToEnd, TransientSlowdownIsAnIndividualStraggler) {
+  // Rank 1's backward doubles for the last 10 of 40 steps: its own history flags it, while
+  // its whole-run median (and so its relative score) stays normal.
+  ProcessResult run = run_demo(4, {"--steps", "40", "--slow-rank", "1", "--slow-section", "backward",
+                                   "--slow-factor", "2", "--slow-steps", "30:40"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  EXPECT_TRUE(has_straggler(rep, 1, "backward", "individual")) << rep["stragglers"].dump();
+  EXPECT_FALSE(has_straggler(rep, 1, "backward", "relative")) << rep["stragglers"].dump();
+  EXPECT_EQ(straggler_ranks(rep), std::set<int>{1}) << rep["stragglers"].dump();
+}
+
+TEST_F(EndToEnd, KilledRankKeepsItsFlushedDataAndIsListed) {
+  ProcessResult run = run_demo(4, {"--steps", "40", "--crash-rank", "2", "--crash-step", "25"});
+  EXPECT_EQ(run.exit_code, 128 + SIGKILL) << run.err;  // laggard run passes the failure on
+  nlohmann::json rep = report();
+  ASSERT_EQ(rep["ranks"].size(), 4u);
+  const auto& r2 = rep["ranks"][2];
+  EXPECT_FALSE(r2["final"].get<bool>());
+  int steps = r2["sections"]["step"]["count"].get<int>();
+  EXPECT_GT(steps, 0);
+  EXPECT_LE(steps, 25);
+  EXPECT_EQ(rep["ranks"][1]["sections"]["step"]["count"], 40);
+  bool listed = false;
+  for (const auto& p : rep["problems"]) listed |= p["kind"] == "incomplete_rank" && p["rank"] == 2;
+  EXPECT_TRUE(listed) << rep["problems"].dump();
+}
+
+TEST_F(EndToEnd, TextReportNamesTheStraggler) {
+  ProcessResult run = run_demo(2, {"--steps", "20", "--slow-rank", "1", "--slow-section", "forward",
+                                   "--slow-factor", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ProcessResult text = run_process({kLaggard, "report", out()}, clean_env());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Stragglers"), std::string::npos);
+  EXPECT_NE(text.out.find("forward"), std::string::npos);
+  EXPECT_EQ(text.out.find("Stragglers (score below 0.75 relative / 0.75 individual): none"), std::string::npos);
+  ProcessResult gate = run_process({kLaggard, "report", out(), "--fail-on-stragglers"}, clean_env());
+  EXPECT_EQ(gate.exit_code, 3);
+}
+
+TEST_F(EndToEnd, RunWithReportFlagPrintsTheReport) {
+  std::vector<std::string> argv = {kLaggard, "run", "--nproc", "2", "--flush-s", "0.2", "--out", out(),
+                                   "--report", "--", kDemo, "--steps", "5"};
+  ProcessResult r = run_process(argv, clean_env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("laggard report: run"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("rank file(s) in"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace laggard::test

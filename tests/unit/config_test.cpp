@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "config.h"
+
+namespace laggard {
+namespace {
+
+TEST(Config, DefaultsWhenNothingIsSet) {
+  ConfigResult r = parse_config(map_env({}));
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_TRUE(r.config.enabled);
+  EXPECT_EQ(r.config.out_dir, "laggard-out");
+  EXPECT_EQ(r.config.sections, "");
+  EXPECT_DOUBLE_EQ(r.config.flush_s, 10.0);
+  EXPECT_EQ(r.config.log, LogLevel::warn);
+}
+
+TEST(Config, ReadsEveryVariable) {
+  ConfigResult r = parse_config(map_env({{"LAGGARD_ENABLE", "1"},
+                                         {"LAGGARD_OUT", "/tmp/x"},
+                                         {"LAGGARD_SECTIONS", "^(fwd|bwd)$"},
+                                         {"LAGGARD_FLUSH_S", "0.5"},
+                                         {"LAGGARD_LOG", "debug"},
+                                         {"LAGGARD_WINDOWS_PER_FILE", "7"},
+                                         {"LAGGARD_MAX_OCCURRENCES", "100"}}));
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_EQ(r.config.out_dir, "/tmp/x");
+  EXPECT_EQ(r.config.sections, "^(fwd|bwd)$");
+  EXPECT_DOUBLE_EQ(r.config.flush_s, 0.5);
+  EXPECT_EQ(r.config.log, LogLevel::debug);
+  EXPECT_EQ(r.config.windows_per_file, 7);
+  EXPECT_EQ(r.config.max_occurrences, 100);
+}
+
+TEST(Config, DisableSpellings) {
+  for (const char* v : {"0", "false", "OFF", "no"})
+    EXPECT_FALSE(parse_config(map_env({{"LAGGARD_ENABLE", v}})).config.enabled) << v;
+}
+
+TEST(Config, BadValuesWarnOnceEachAndKeepDefaults) {
+  ConfigResult r = parse_config(map_env({{"LAGGARD_ENABLE", "maybe"},
+                                         {"LAGGARD_OUT", ""},
+                                         {"LAGGARD_SECTIONS", "(unclosed"},
+                                         {"LAGGARD_FLUSH_S", "ten"},
+                                         {"LAGGARD_LOG", "loud"},
+                                         {"LAGGARD_WINDOWS_PER_FILE", "0"},
+                                         {"LAGGARD_MAX_OCCURRENCES", "-3"}}));
+  EXPECT_EQ(r.warnings.size(), 7u);
+  EXPECT_TRUE(r.config.enabled);
+  EXPECT_EQ(r.config.out_dir, "laggard-out");
+  EXPECT_EQ(r.config.sections, "");
+  EXPECT_DOUBLE_EQ(r.config.flush_s, 10.0);
+  EXPECT_EQ(r.config.log, LogLevel::warn);
+  EXPECT_EQ(r.config.windows_per_file, 30);
+  EXPECT_EQ(r.config.max_occurrences, 2048);
+  for (const std::string& w : r.warnings) EXPECT_NE(w.find("using"), std::string::npos) << w;
+}
+
+TEST(Config, FlushIntervalBounds) {
+  for (const char* v : {"0", "-1", "0.01", "1e9", "nan", "inf", "5s"})
+    EXPECT_EQ(parse_config(map_env({{"LAGGARD_FLUSH_S", v}})).warnings.size(), 1u) << v;
+  for (const char* v : {"0.05", "1", " 2.5", "86400"})
+    EXPECT_TRUE(parse_config(map_env({{"LAGGARD_FLUSH_S", v}})).warnings.empty()) << v;
+}
+
+TEST(Config, ParseIntIsStrict) {
+  long long v = 0;
+  EXPECT_TRUE(parse_int("42", 0, 100, &v));
+  EXPECT_EQ(v, 42);
+  EXPECT_FALSE(parse_int("42x", 0, 100, &v));
+  EXPECT_FALSE(parse_int("", 0, 100, &v));
+  EXPECT_FALSE(parse_int("101", 0, 100, &v));
+  EXPECT_FALSE(parse_int("-1", 0, 100, &v));
+  EXPECT_FALSE(parse_int("99999999999999999999", 0, 100, &v));
+}
+
+}  // namespace
+}  // namespace laggard

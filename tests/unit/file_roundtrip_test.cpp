@@ -1,0 +1,207 @@
+// Capture writes, report reads: the schema (docs/schema.md) is the contract between them.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "json_out.h"
+#include "reader.h"
+#include "writer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/laggard-test-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+laggard::FileInfo info(int rank, int world = 2) {
+  laggard::FileInfo fi;
+  fi.run_id = "run1";
+  fi.run_id_source = "test";
+  fi.rank = rank;
+  fi.local_rank = rank;
+  fi.world_size = world;
+  fi.rank_source = "RANK";
+  fi.host = "h\"ost";
+  fi.pid = 100 + rank;
+  fi.process_start_ns = 1'000'000'000;
+  fi.flush_s = 1;
+  fi.max_occurrences = 10;
+  fi.nvtx_status = "on";
+  return fi;
+}
+
+laggard::WindowSnapshot window(uint64_t index, std::vector<int64_t> durs, std::string name = "fwd") {
+  laggard::WindowSnapshot w;
+  w.index = index;
+  w.start_ns = 1'000'000'000 + int64_t(index) * 1'000'000'000;
+  w.end_ns = w.start_ns + 1'000'000'000;
+  laggard::SectionWindowStats s;
+  s.name = name;
+  s.parent = "step";
+  for (size_t i = 0; i < durs.size(); ++i) {
+    s.start_ns.push_back(w.start_ns + int64_t(i) * 1000);
+    s.dur_ns.push_back(durs[i]);
+    s.tid.push_back(7);
+    s.total_ns += durs[i];
+  }
+  s.count = durs.size();
+  s.min_ns = *std::min_element(durs.begin(), durs.end());
+  s.max_ns = *std::max_element(durs.begin(), durs.end());
+  s.median_ns = durs[durs.size() / 2];
+  w.sections.push_back(s);
+  return w;
+}
+
+TEST(JsonOut, EscapesAndSeparates) {
+  std::string s;
+  laggard::JsonOut j(s);
+  j.begin_object().field("a\"b", "x\\y\n\x01").key("n").array(std::vector<int>{1, 2});
+  j.key("o").begin_object().end_object().field("d", 0.5).field("t", true).end_object();
+  EXPECT_EQ(s, R"({"a\"b":"x\\y\n\u0001","n":[1,2],"o":{},"d":0.5,"t":true})");
+  EXPECT_TRUE(nlohmann::json::accept(s));
+}
+
+TEST(FileRoundTrip, WindowsAndHeaderSurvive) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  for (int rank = 0; rank < 2; ++rank) {
+    laggard::SegmentWriter w(run_dir, info(rank), 30);
+    laggard::DropCounters totals;
+    totals.unbalanced_pop = rank;
+    ASSERT_EQ(w.write(window(0, {10, 20, 30}), totals, false, 0), "");
+    ASSERT_EQ(w.write(window(1, {40, 50}), totals, true, 0), "");
+  }
+  laggard::report::RunModel m = laggard::report::read_run(tmp.path.string());
+  EXPECT_EQ(m.run_id, "run1");
+  EXPECT_EQ(m.world_size, 2);
+  ASSERT_EQ(m.ranks.size(), 2u);
+  const auto& r1 = m.ranks[1];
+  EXPECT_EQ(r1.rank, 1);
+  EXPECT_EQ(r1.host, "h\"ost");
+  EXPECT_EQ(r1.pid, 101);
+  EXPECT_TRUE(r1.final);
+  EXPECT_EQ(r1.dropped.at("unbalanced_pop"), 1u);
+  ASSERT_EQ(r1.windows.size(), 2u);
+  const auto& sec = r1.windows[0].sections.at(0);
+  EXPECT_EQ(sec.name, "fwd");
+  EXPECT_EQ(sec.parent, "step");
+  EXPECT_EQ(sec.count, 3u);
+  EXPECT_EQ(sec.total_ns, 60);
+  ASSERT_EQ(sec.occurrences.size(), 3u);
+  EXPECT_EQ(sec.occurrences[1].start_ns, 1'000'001'000);
+  EXPECT_EQ(sec.occurrences[2].dur_ns, 30);
+  EXPECT_DOUBLE_EQ(sec.occurrences[0].weight, 1.0);
+  // Rank 1 reported one unbalanced pop: listed, not hidden.
+  bool listed = false;
+  for (const auto& p : m.problems) listed |= p.kind == "dropped_records" && p.rank == 1;
+  EXPECT_TRUE(listed);
+}
+
+TEST(FileRoundTrip, SegmentsRotateAndMerge) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::SegmentWriter w(run_dir, info(0, 1), 2);
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_EQ(w.write(window(i, {5}), {}, i == 4, 0), "");
+  size_t files = std::distance(fs::directory_iterator(run_dir), fs::directory_iterator());
+  EXPECT_EQ(files, 3u);  // 2 + 2 + 1 windows, no temp files left behind
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].windows.size(), 5u);
+  EXPECT_EQ(m.ranks[0].files.size(), 3u);
+  EXPECT_TRUE(m.ranks[0].final);
+}
+
+TEST(FileRoundTrip, SampledOccurrencesCarryWeights) {
+  TempDir tmp;
+  laggard::WindowSnapshot win = window(0, {1, 2});
+  win.sections[0].count = 10;  // 10 happened, 2 stored
+  laggard::SegmentWriter w((tmp.path / "r").string(), info(0, 1), 5);
+  ASSERT_EQ(w.write(win, {}, true, 0), "");
+  auto m = laggard::report::read_run((tmp.path / "r").string());
+  EXPECT_DOUBLE_EQ(m.ranks[0].windows[0].sections[0].occurrences[0].weight, 5.0);
+}
+
+TEST(FileRoundTrip, BadFilesAreProblemsNotCrashes) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  for (int rank = 0; rank < 3; ++rank) {
+    laggard::SegmentWriter w(run_dir, info(rank, 4), 30);
+    ASSERT_EQ(w.write(window(0, {10}), {}, rank != 2, 0), "");
+  }
+  // rank 0: truncated mid-file; rank 1: not JSON at all; rank 2: not final; rank 3: absent.
+  fs::path r0 = fs::path(run_dir) / "rank00000-100-seg0000.json";
+  fs::resize_file(r0, fs::file_size(r0) / 2);
+  std::ofstream(fs::path(run_dir) / "rank00001-101-seg0000.json") << "garbage";
+  std::ofstream(fs::path(run_dir) / "rank00009-1-seg0000.json") << R"({"schema":"laggard-rank","schema_version":99})";
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].rank, 2);
+  std::map<std::string, int> kinds;
+  for (const auto& p : m.problems) ++kinds[p.kind];
+  EXPECT_EQ(kinds["unreadable_file"], 3);
+  EXPECT_EQ(kinds["missing_rank"], 3);  // 0, 1 (unreadable) and 3 (absent)
+  EXPECT_EQ(kinds["incomplete_rank"], 1);
+  bool truncated_named = false, version_named = false;
+  for (const auto& p : m.problems) {
+    truncated_named |= p.message.find("truncated") != std::string::npos;
+    version_named |= p.message.find("schema_version 99") != std::string::npos;
+  }
+  EXPECT_TRUE(truncated_named);
+  EXPECT_TRUE(version_named);
+}
+
+TEST(FileRoundTrip, RunsAreNotMixed) {
+  TempDir tmp;
+  laggard::FileInfo a = info(0, 1), b = info(0, 1);
+  b.run_id = "run2";
+  laggard::SegmentWriter wa((tmp.path / "run1").string(), a, 5);
+  ASSERT_EQ(wa.write(window(0, {1}), {}, true, 0), "");
+  laggard::SegmentWriter wb((tmp.path / "run2").string(), b, 5);
+  ASSERT_EQ(wb.write(window(0, {1}), {}, true, 0), "");
+  // Make run1 the newer one.
+  fs::last_write_time(tmp.path / "run1" / "rank00000-100-seg0000.json",
+                      fs::file_time_type::clock::now() + std::chrono::seconds(5));
+  auto m = laggard::report::read_run(tmp.path.string());
+  EXPECT_EQ(m.run_id, "run1");
+  EXPECT_EQ(m.other_runs, std::vector<std::string>{"run2"});
+  auto picked = laggard::report::read_run(tmp.path.string(), {"run2", -1});
+  EXPECT_EQ(picked.run_id, "run2");
+  EXPECT_THROW(laggard::report::read_run(tmp.path.string(), {"nope", -1}), std::runtime_error);
+  // A file of another run copied into a run directory is set aside.
+  fs::copy_file(tmp.path / "run2" / "rank00000-100-seg0000.json", tmp.path / "run1" / "rank00000-999-seg0000.json");
+  auto mixed = laggard::report::read_run((tmp.path / "run1").string());
+  EXPECT_EQ(mixed.ranks.size(), 1u);
+  EXPECT_EQ(mixed.problems.at(0).kind, "foreign_run");
+}
+
+TEST(FileRoundTrip, UnwritableDirectoryIsAnErrorMessageAndKeepsTheWindow) {
+  TempDir tmp;
+  std::ofstream(tmp.path / "file") << "x";
+  laggard::SegmentWriter w((tmp.path / "file" / "run").string(), info(0, 1), 5);
+  std::string err = w.write(window(0, {1}), {}, false, 0);
+  EXPECT_NE(err.find("cannot create directory"), std::string::npos) << err;
+  // Nothing was lost: once writing works the kept window is written too.
+  fs::remove(tmp.path / "file");
+  EXPECT_EQ(w.write(window(1, {2}), {}, true, 0), "");
+  auto m = laggard::report::read_run((tmp.path / "file" / "run").string());
+  EXPECT_EQ(m.ranks.at(0).windows.size(), 2u);
+}
+
+TEST(FileRoundTrip, EmptyOrMissingDirectory) {
+  TempDir tmp;
+  EXPECT_THROW(laggard::report::read_run((tmp.path / "none").string()), std::runtime_error);
+  EXPECT_THROW(laggard::report::read_run(tmp.path.string()), std::runtime_error);
+}
+
+}  // namespace

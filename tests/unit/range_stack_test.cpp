@@ -1,0 +1,214 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "name_table.h"
+#include "range_stack.h"
+#include "start_end_table.h"
+
+namespace laggard {
+namespace {
+
+struct Fixture : ::testing::Test {
+  NameTable names{"", 100};
+  const NameEntry* n(const char* s, const void* domain = nullptr) {
+    return names.intern(domain, domain ? "dom" : "", s);
+  }
+};
+
+using RangeStackTest = Fixture;
+
+TEST_F(RangeStackTest, NestingRecordsParentsAndLevels) {
+  RangeStack st;
+  EXPECT_EQ(st.push(n("step"), nullptr, 100), 0);
+  EXPECT_EQ(st.push(n("fwd"), nullptr, 110), 1);
+  EXPECT_EQ(st.innermost_kept(), n("fwd")->id);
+  RangeRecord r;
+  bool emit = false;
+  EXPECT_EQ(st.pop(nullptr, 150, 7, &r, &emit), 1);
+  ASSERT_TRUE(emit);
+  EXPECT_EQ(r.name_id, n("fwd")->id);
+  EXPECT_EQ(r.parent_id, n("step")->id);
+  EXPECT_EQ(r.start_ns, 110);
+  EXPECT_EQ(r.end_ns, 150);
+  EXPECT_EQ(r.tid, 7u);
+  EXPECT_EQ(r.depth, 1);
+  EXPECT_EQ(st.pop(nullptr, 200, 7, &r, &emit), 0);
+  EXPECT_EQ(r.name_id, n("step")->id);
+  EXPECT_EQ(r.parent_id, kNoName);
+  EXPECT_EQ(st.depth(), 0);
+  EXPECT_EQ(st.innermost_kept(), kNoName);
+}
+
+TEST_F(RangeStackTest, UnbalancedPopIsCountedAndHarmless) {
+  RangeStack st;
+  RangeRecord r;
+  bool emit = true;
+  EXPECT_EQ(st.pop(nullptr, 1, 1, &r, &emit), -1);
+  EXPECT_FALSE(emit);
+  EXPECT_EQ(st.unbalanced(), 1u);
+  st.push(n("a"), nullptr, 1);
+  EXPECT_EQ(st.pop(nullptr, 2, 1, &r, &emit), 0);
+  EXPECT_TRUE(emit);
+  EXPECT_EQ(st.pop(nullptr, 3, 1, &r, &emit), -1);
+  EXPECT_EQ(st.unbalanced(), 2u);
+}
+
+TEST_F(RangeStackTest, DomainsNestIndependently) {
+  int tag;
+  const void* d = &tag;
+  RangeStack st;
+  st.push(n("outer"), nullptr, 10);
+  st.push(n("lib", d), d, 20);
+  st.push(n("inner"), nullptr, 30);
+  RangeRecord r;
+  bool emit = false;
+  // Popping the domain closes its range although a default-domain range is above it.
+  EXPECT_EQ(st.pop(d, 40, 1, &r, &emit), 1);
+  EXPECT_EQ(r.name_id, n("lib", d)->id);
+  EXPECT_EQ(names.name(r.name_id), "dom::lib");
+  EXPECT_EQ(st.pop(nullptr, 50, 1, &r, &emit), 1);
+  EXPECT_EQ(r.name_id, n("inner")->id);
+  EXPECT_EQ(r.parent_id, n("lib", d)->id);  // it was pushed inside "lib"
+  // No open range of the domain any more.
+  EXPECT_EQ(st.pop(d, 60, 1, &r, &emit), -1);
+  EXPECT_EQ(st.pop(nullptr, 70, 1, &r, &emit), 0);
+  EXPECT_EQ(r.name_id, n("outer")->id);
+}
+
+TEST_F(RangeStackTest, FilteredRangesKeepBalanceAndAreSkippedAsParents) {
+  NameTable filtered("^(step|fwd)$", 100);
+  RangeStack st;
+  st.push(filtered.intern(nullptr, "", "step"), nullptr, 1);
+  st.push(filtered.intern(nullptr, "", "noise"), nullptr, 2);
+  st.push(filtered.intern(nullptr, "", "fwd"), nullptr, 3);
+  RangeRecord r;
+  bool emit = false;
+  st.pop(nullptr, 4, 1, &r, &emit);
+  ASSERT_TRUE(emit);
+  EXPECT_EQ(filtered.name(r.parent_id), "step");
+  st.pop(nullptr, 5, 1, &r, &emit);
+  EXPECT_FALSE(emit);  // "noise" is not a section
+  st.pop(nullptr, 6, 1, &r, &emit);
+  EXPECT_TRUE(emit);
+  EXPECT_EQ(st.depth(), 0);
+}
+
+TEST_F(RangeStackTest, OverflowBeyondMaxDepthStaysBalanced) {
+  RangeStack st;
+  const int extra = 5;
+  for (int i = 0; i < RangeStack::kMaxDepth + extra; ++i) st.push(n("deep"), nullptr, i);
+  EXPECT_EQ(st.overflowed(), static_cast<uint64_t>(extra));
+  RangeRecord r;
+  bool emit = false;
+  int emitted = 0;
+  for (int i = 0; i < RangeStack::kMaxDepth + extra; ++i) {
+    EXPECT_EQ(st.pop(nullptr, 1000, 1, &r, &emit), RangeStack::kMaxDepth + extra - 1 - i);
+    emitted += emit;
+  }
+  EXPECT_EQ(emitted, RangeStack::kMaxDepth);
+  EXPECT_EQ(st.unbalanced(), 0u);
+}
+
+using StartEndTest = Fixture;
+
+TEST_F(StartEndTest, EndsOnAnotherThread) {
+  StartEndTable t(16);
+  uint64_t id = t.start(n("load"), 100, 11);
+  EXPECT_NE(id, 0u);
+  RangeRecord r{};
+  bool emit = false;
+  bool ok = false;
+  std::thread([&] { ok = t.end(id, 250, &r, &emit); }).join();
+  EXPECT_TRUE(ok);
+  ASSERT_TRUE(emit);
+  EXPECT_EQ(r.start_ns, 100);
+  EXPECT_EQ(r.end_ns, 250);
+  EXPECT_EQ(r.tid, 11u);  // the thread that started it
+  EXPECT_EQ(r.kind, RangeKind::start_end);
+  EXPECT_FALSE(t.end(id, 300, &r, &emit));  // twice: unknown
+  EXPECT_FALSE(t.end(0, 300, &r, &emit));
+  EXPECT_FALSE(t.end(12345, 300, &r, &emit));
+  EXPECT_EQ(t.open_count(), 0u);
+}
+
+TEST_F(StartEndTest, OverlappingRangesAndEviction) {
+  StartEndTable t(4);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(t.start(n("r"), i, 1));
+  EXPECT_EQ(t.evicted(), 2u);  // 6 open ranges in 4 slots
+  EXPECT_EQ(t.open_count(), 4u);
+  RangeRecord r;
+  bool emit;
+  EXPECT_FALSE(t.end(ids[0], 10, &r, &emit));  // evicted
+  EXPECT_TRUE(t.end(ids[5], 10, &r, &emit));
+  EXPECT_EQ(r.start_ns, 5);
+}
+
+TEST_F(StartEndTest, ConcurrentStartEndFromManyThreads) {
+  StartEndTable t(1 << 10);
+  std::atomic<int> ended{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 10000; ++i) {
+        uint64_t id = t.start(n("x"), i, k);
+        RangeRecord r;
+        bool emit;
+        if (t.end(id, i + 1, &r, &emit)) ++ended;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ended.load(), 40000);
+  EXPECT_EQ(t.open_count(), 0u);
+}
+
+TEST(NameTable, InternsOncePerDomainAndMessage) {
+  NameTable t("", 100);
+  int d1, d2;
+  const NameEntry* a = t.intern(nullptr, "", "fwd");
+  EXPECT_EQ(a, t.intern(nullptr, "", "fwd"));
+  const NameEntry* b = t.intern(&d1, "lib", "fwd");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(b->qualified, "lib::fwd");
+  EXPECT_EQ(b->message, "fwd");
+  EXPECT_NE(b, t.intern(&d2, "lib", "fwd"));  // another handle is another domain
+  EXPECT_EQ(t.size(), 3u);
+}
+
+TEST(NameTable, OverflowMapsToOther) {
+  NameTable t("", 3);
+  for (int i = 0; i < 3; ++i) t.intern(nullptr, "", "n" + std::to_string(i));
+  const NameEntry* o = t.intern(nullptr, "", "step_123");
+  EXPECT_EQ(o->qualified, "(other)");
+  EXPECT_EQ(t.intern(nullptr, "", "step_124"), o);
+  EXPECT_EQ(t.overflowed(), 2u);
+}
+
+TEST(NameTable, RegexFilterIsSearchedInQualifiedName) {
+  NameTable t("^lib::", 100);
+  int d;
+  EXPECT_TRUE(t.intern(&d, "lib", "x")->kept);
+  EXPECT_FALSE(t.intern(nullptr, "", "x")->kept);
+}
+
+TEST(NameTable, Utf8IsSanitized) {
+  EXPECT_EQ(sanitize_utf8("ok \xc3\xa9"), "ok \xc3\xa9");
+  EXPECT_EQ(sanitize_utf8("bad \xff!"), "bad \xef\xbf\xbd!");
+  EXPECT_EQ(sanitize_utf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  EXPECT_EQ(sanitize_utf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(sanitize_utf8("trunc \xe2\x82"), "trunc \xef\xbf\xbd\xef\xbf\xbd");
+}
+
+TEST(NameTable, WideStringsBecomeUtf8) {
+  char buf[32];
+  EXPECT_EQ(wide_to_utf8(L"a\u00e9\u20ac\U0001F600", buf, sizeof buf), 10u);
+  EXPECT_STREQ(buf, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  char small[4];
+  wide_to_utf8(L"abcdef", small, sizeof small);
+  EXPECT_STREQ(small, "abc");
+}
+
+}  // namespace
+}  // namespace laggard

@@ -1,0 +1,171 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "render.h"
+#include "scores.h"
+#include "stats.h"
+
+namespace laggard::report {
+namespace {
+
+constexpr int64_t kS = 1'000'000'000;
+
+// One rank whose section `name` took `durs[w]` in report window w (1 s windows from t=0).
+RankData rank_with(int rank, const std::string& name, const std::vector<std::vector<int64_t>>& durs) {
+  RankData r;
+  r.rank = rank;
+  r.host = "h" + std::to_string(rank);
+  r.flush_s = 1;
+  r.final = true;
+  for (size_t w = 0; w < durs.size(); ++w) {
+    CaptureWindow cw;
+    cw.index = w;
+    cw.start_ns = int64_t(w) * kS;
+    cw.end_ns = cw.start_ns + kS;
+    SectionWindow s;
+    s.name = name;
+    for (size_t i = 0; i < durs[w].size(); ++i)
+      s.occurrences.push_back({cw.start_ns + int64_t(i) * 1000, durs[w][i], 1, 1.0});
+    s.count = durs[w].size();
+    cw.sections.push_back(s);
+    r.windows.push_back(cw);
+  }
+  return r;
+}
+
+TEST(Stats, Median) {
+  EXPECT_EQ(median({}), 0);
+  EXPECT_EQ(median({3}), 3);
+  EXPECT_EQ(median({5, 1, 3}), 3);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+}
+
+TEST(Stats, WeightedMedianMatchesMedianForUnitWeights) {
+  EXPECT_EQ(weighted_median({{1, 1}, {2, 1}, {3, 1}, {4, 1}}), 2.5);
+  EXPECT_EQ(weighted_median({{5, 1}, {1, 1}, {3, 1}}), 3);
+  EXPECT_EQ(weighted_median({{1, 1}, {10, 5}}), 10);  // 10 stands for 5 occurrences
+  EXPECT_EQ(weighted_median({{1, 3}, {10, 1}}), 1);
+}
+
+// Hand-computed example (window medians in ns):
+//   rank 0: w0 [10,12,14] -> 12, w1 [10,10] -> 10, whole run [10,10,10,12,14] -> 10
+//   rank 1: w0 [20,20,21] -> 20, w1 [20]    -> 20, whole run -> 20
+//   rank 2: w0 [10]       -> 10, w1 [30,40] -> 35, whole run [10,30,40] -> 30
+TEST(Scores, MatchesHandComputedNvrxScores) {
+  RunModel m;
+  m.ranks = {rank_with(0, "fwd", {{10, 12, 14}, {10, 10}}), rank_with(1, "fwd", {{20, 20, 21}, {20}}),
+             rank_with(2, "fwd", {{10}, {30, 40}})};
+  ScoreOptions opt;
+  opt.window_s = 1;
+  ScoreReport rep = compute_scores(m, opt);
+  ASSERT_EQ(rep.windows.size(), 2u);
+
+  auto whole = [&](int r) { return rep.ranks[r].sections.at("fwd"); };
+  EXPECT_DOUBLE_EQ(whole(0).median_ns, 10);
+  EXPECT_DOUBLE_EQ(whole(1).median_ns, 20);
+  EXPECT_DOUBLE_EQ(whole(2).median_ns, 30);
+  EXPECT_DOUBLE_EQ(*whole(0).relative, 1.0);
+  EXPECT_DOUBLE_EQ(*whole(1).relative, 0.5);
+  EXPECT_DOUBLE_EQ(*whole(2).relative, 10.0 / 30);
+  EXPECT_DOUBLE_EQ(*whole(0).individual, 1.0);
+  EXPECT_DOUBLE_EQ(*whole(1).individual, 1.0);
+  EXPECT_DOUBLE_EQ(*whole(2).individual, 10.0 / 35);
+  EXPECT_EQ(whole(0).count, 5u);
+
+  auto win = [&](int w, int r) { return rep.windows[w].ranks[r].sections.at("fwd"); };
+  EXPECT_DOUBLE_EQ(*win(0, 0).relative, 10.0 / 12);
+  EXPECT_DOUBLE_EQ(*win(0, 1).relative, 0.5);
+  EXPECT_DOUBLE_EQ(*win(0, 2).relative, 1.0);
+  EXPECT_DOUBLE_EQ(*win(1, 2).relative, 10.0 / 35);
+  EXPECT_DOUBLE_EQ(*win(1, 0).individual, 1.0);   // 10 is its new best
+  EXPECT_DOUBLE_EQ(*win(1, 2).individual, 10.0 / 35);
+
+  ASSERT_EQ(rep.stragglers.size(), 3u);
+  EXPECT_EQ(rep.stragglers[0].rank, 2);
+  EXPECT_EQ(rep.stragglers[0].metric, "individual");
+  EXPECT_EQ(rep.stragglers[0].windows, std::vector<int>{1});
+  EXPECT_EQ(rep.stragglers[1].rank, 2);
+  EXPECT_EQ(rep.stragglers[1].metric, "relative");
+  EXPECT_EQ(rep.stragglers[1].windows, std::vector<int>{1});
+  EXPECT_EQ(rep.stragglers[2].rank, 1);
+  EXPECT_EQ(rep.stragglers[2].metric, "relative");
+  EXPECT_EQ(rep.stragglers[2].windows, (std::vector<int>{0, 1}));
+  EXPECT_EQ(rep.stragglers[2].scope, "section");
+  EXPECT_EQ(rep.stragglers[2].host, "h1");
+}
+
+TEST(Scores, ThresholdsAreStrict) {
+  RunModel m;
+  m.ranks = {rank_with(0, "s", {{3}}), rank_with(1, "s", {{4}})};  // relative 0.75 exactly
+  ScoreReport rep = compute_scores(m, {});
+  EXPECT_TRUE(rep.stragglers.empty());
+  ScoreOptions strict;
+  strict.relative_threshold = 0.76;
+  EXPECT_EQ(compute_scores(m, strict).stragglers.size(), 1u);
+}
+
+TEST(Scores, HealthyRunHasNoStragglers) {
+  RunModel m;
+  for (int r = 0; r < 8; ++r) m.ranks.push_back(rank_with(r, "fwd", {{100 + r, 101, 99}, {100, 102 - r % 2}}));
+  EXPECT_TRUE(compute_scores(m, {}).stragglers.empty());
+}
+
+TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
+  RunModel m;
+  m.ranks = {rank_with(0, "fwd", {{10}}), rank_with(1, "bwd", {{0, 0}}), rank_with(2, "bwd", {{5}})};
+  m.ranks.push_back(RankData{});  // a rank with no windows at all
+  m.ranks.back().rank = 3;
+  ScoreReport rep = compute_scores(m, {});
+  EXPECT_EQ(rep.ranks[0].sections.count("bwd"), 0u);
+  EXPECT_DOUBLE_EQ(*rep.ranks[1].sections.at("bwd").relative, 1.0);  // 0 ns is the best there is
+  EXPECT_DOUBLE_EQ(*rep.ranks[2].sections.at("bwd").relative, 0.0);
+  EXPECT_TRUE(rep.ranks[3].sections.empty());
+  std::string json = render_json(m, rep).dump();
+  EXPECT_EQ(json.find("NaN"), std::string::npos);
+  EXPECT_EQ(json.find("nan"), std::string::npos);
+  EXPECT_EQ(json.find("inf"), std::string::npos);
+}
+
+TEST(Scores, EmptyModel) {
+  RunModel m;
+  ScoreReport rep = compute_scores(m, {});
+  EXPECT_TRUE(rep.stragglers.empty());
+  EXPECT_EQ(rep.windows.size(), 1u);
+}
+
+TEST(Scores, WeightsOfSampledOccurrencesCount) {
+  RunModel m;
+  m.ranks = {rank_with(0, "s", {{10, 50}}), rank_with(1, "s", {{10}})};
+  m.ranks[0].windows[0].sections[0].occurrences[1].weight = 9;  // 50 stands for 9 occurrences
+  ScoreReport rep = compute_scores(m, {});
+  EXPECT_DOUBLE_EQ(rep.ranks[0].sections.at("s").median_ns, 50);
+  EXPECT_DOUBLE_EQ(*rep.ranks[0].sections.at("s").relative, 0.2);
+}
+
+TEST(Scores, JsonHasTheDocumentedShape) {
+  RunModel m;
+  m.run_id = "r";
+  m.world_size = 3;
+  m.ranks = {rank_with(0, "fwd", {{10}}), rank_with(1, "fwd", {{30}})};
+  m.problems.push_back({"missing_rank", 2, "", "rank 2 wrote no readable file"});
+  auto j = render_json(m, compute_scores(m, {}));
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  const auto& s = j["ranks"][1]["sections"]["fwd"];
+  EXPECT_EQ(s["count"], 1);
+  EXPECT_DOUBLE_EQ(s["median_ms"].get<double>(), 30e-6);
+  EXPECT_NEAR(s["relative_score"].get<double>(), 1.0 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(s["individual_score"].get<double>(), 1.0);
+  ASSERT_EQ(j["stragglers"].size(), 1u);
+  const auto& st = j["stragglers"][0];
+  EXPECT_EQ(st["rank"], 1);
+  EXPECT_EQ(st["host"], "h1");
+  EXPECT_EQ(st["scope"], "section");
+  EXPECT_EQ(st["section"], "fwd");
+  EXPECT_EQ(st["metric"], "relative");
+  EXPECT_EQ(j["problems"][0]["kind"], "missing_rank");
+  EXPECT_EQ(j["problems"][0]["rank"], 2);
+}
+
+}  // namespace
+}  // namespace laggard::report
