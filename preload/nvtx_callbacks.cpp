@@ -40,6 +40,7 @@ std::deque<Domain>& domains() {
 struct ThreadState {
   ThreadBuffer* buf;
   uint32_t tid;
+  IdBlock ids;
   RangeStack stack;
   struct Slot {
     uint64_t hash = 0;
@@ -74,10 +75,21 @@ inline ThreadState* thread_state(Capture* cap) {
   return ts;
 }
 
+// 8 bytes per step: names can be long (torch's emit_nvtx puts shapes in them).
 inline uint64_t hash_bytes(const char* s, size_t n, const void* domain) {
-  uint64_t h = 1469598103934665603ull ^ reinterpret_cast<uintptr_t>(domain);
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 1099511628211ull;
-  return h;
+  constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+  uint64_t h = (reinterpret_cast<uintptr_t>(domain) ^ n) * kMul;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 32;
+  }
+  uint64_t tail = 0;
+  for (size_t k = 0; i + k < n; ++k) tail |= uint64_t(static_cast<unsigned char>(s[i + k])) << (8 * k);
+  h = (h ^ tail) * kMul;
+  return h ^ (h >> 29);
 }
 
 const char* domain_name(const void* domain) {
@@ -170,7 +182,7 @@ nvtxRangeId_t start_impl(Lookup&& find) noexcept {
     ThreadState* ts = thread_state(cap);
     if (!ts) return 0;
     const NameEntry* e = find(cap, ts);
-    return cap->start_end->start(e, mono_ns(), ts->tid);
+    return cap->start_end->start(e, mono_ns(), ts->tid, &ts->ids);
   } catch (...) {
     return 0;
   }

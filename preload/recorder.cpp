@@ -5,9 +5,10 @@
 namespace laggard {
 
 Recorder::Recorder(const NameTable& names, int max_occurrences, int64_t epoch_offset_ns,
-                   int64_t start_mono_ns)
+                   int64_t start_mono_ns, size_t window_budget)
     : names_(names),
       max_occurrences_(static_cast<size_t>(max_occurrences)),
+      window_budget_(window_budget),
       epoch_offset_ns_(epoch_offset_ns),
       window_start_mono_(start_mono_ns) {}
 
@@ -96,8 +97,33 @@ uint64_t Recorder::open_ranges() const {
   return n;
 }
 
+void Recorder::fit_window_budget() {
+  size_t total = 0;
+  std::vector<SectionAgg*> aggs;
+  for (auto& [key, a] : open_) {
+    total += a.kept.size();
+    aggs.push_back(&a);
+  }
+  if (total <= window_budget_) return;
+  // Water-filling: small sections keep everything, large ones share what is left equally.
+  std::sort(aggs.begin(), aggs.end(), [](auto* x, auto* y) { return x->kept.size() < y->kept.size(); });
+  size_t remaining = window_budget_;
+  for (size_t i = 0; i < aggs.size(); ++i) {
+    SectionAgg& a = *aggs[i];
+    size_t share = std::max<size_t>(1, remaining / (aggs.size() - i));
+    if (a.kept.size() > share) {
+      // A uniform subsample of a uniform sample is still uniform.
+      for (size_t k = 0; k < share; ++k) std::swap(a.kept[k], a.kept[k + next_random() % (a.kept.size() - k)]);
+      window_drops_.occurrences_sampled += a.kept.size() - share;
+      a.kept.resize(share);
+    }
+    remaining -= std::min(remaining, a.kept.size());
+  }
+}
+
 WindowSnapshot Recorder::close_window(int64_t now_mono_ns, const DropCounters& extra) {
   drain();
+  fit_window_budget();
   WindowSnapshot w;
   w.index = window_index_++;
   w.start_ns = window_start_mono_ + epoch_offset_ns_;

@@ -36,8 +36,10 @@ struct ThreadBuffer {
 
 class Recorder {
  public:
+  // max_occurrences: raw occurrences kept per section and window; window_budget: per window
+  // over all sections (keeps one window's file small however many sections there are).
   Recorder(const NameTable& names, int max_occurrences, int64_t epoch_offset_ns,
-           int64_t start_mono_ns);
+           int64_t start_mono_ns, size_t window_budget = 65536);
 
   // Called once per thread, on its first NVTX call. Never returns null.
   ThreadBuffer* register_thread(uint32_t tid);
@@ -70,10 +72,12 @@ class Recorder {
   };
 
   void add(const RangeRecord& r);
+  void fit_window_budget();
   uint64_t next_random();
 
   const NameTable& names_;
   const size_t max_occurrences_;
+  const size_t window_budget_;
   const int64_t epoch_offset_ns_;
 
   mutable std::mutex threads_mu_;

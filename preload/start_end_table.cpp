@@ -5,8 +5,17 @@ namespace laggard {
 StartEndTable::StartEndTable(size_t slots_pow2)
     : slots_(new Slot[slots_pow2]), mask_(slots_pow2 - 1) {}
 
-uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t tid) {
-  uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block) {
+  uint64_t id;
+  if (block) {
+    if (block->next == block->end) {
+      block->next = next_id_.fetch_add(kIdBlock, std::memory_order_relaxed);
+      block->end = block->next + kIdBlock;
+    }
+    id = block->next++;
+  } else {
+    id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  }
   Slot& s = slots_[id & mask_];
   uint64_t prev = s.id.exchange(kBusy, std::memory_order_acquire);
   if (prev != 0 && prev != kBusy) evicted_.fetch_add(1, std::memory_order_relaxed);

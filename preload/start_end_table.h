@@ -12,12 +12,20 @@
 
 namespace laggard {
 
+// Range ids a thread takes from the shared counter in blocks, so threads starting ranges
+// concurrently neither contend on the counter nor share slots' cache lines.
+struct IdBlock {
+  uint64_t next = 0, end = 0;
+};
+
 class StartEndTable {
  public:
+  static constexpr uint64_t kIdBlock = 256;
+
   explicit StartEndTable(size_t slots_pow2 = 1u << 14);
 
-  // Returns the NVTX range id (never 0).
-  uint64_t start(const NameEntry* name, int64_t now_ns, uint32_t tid);
+  // Returns the NVTX range id (never 0). With a block, ids come from the caller's block.
+  uint64_t start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block = nullptr);
 
   // Closes range `id`. Returns false when the id is unknown (never started, already ended,
   // or evicted). *emit tells whether the range is a kept section and *out is filled.

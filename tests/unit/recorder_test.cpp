@@ -119,3 +119,33 @@ TEST(Recorder, ExtraCountersAreAddedToTheWindow) {
 
 }  // namespace
 }  // namespace laggard
+
+namespace laggard {
+namespace {
+
+TEST(Recorder, WindowBudgetIsSharedAcrossSections) {
+  NameTable names("", 100);
+  uint32_t small = names.intern(nullptr, "", "small")->id;
+  uint32_t big1 = names.intern(nullptr, "", "big1")->id;
+  uint32_t big2 = names.intern(nullptr, "", "big2")->id;
+  Recorder r(names, 1000, 0, 0, /*window_budget=*/100);
+  ThreadBuffer* t = r.register_thread(1);
+  for (int i = 0; i < 10; ++i) t->add(rec(small, i, i + 1));
+  for (int i = 0; i < 500; ++i) {
+    t->add(rec(big1, i, i + 2));
+    t->add(rec(big2, i, i + 3));
+  }
+  WindowSnapshot w = r.close_window(1000, {});
+  std::map<std::string, const SectionWindowStats*> by;
+  for (const auto& s : w.sections) by[s.name] = &s;
+  EXPECT_EQ(by["small"]->dur_ns.size(), 10u);  // under its fair share: untouched
+  EXPECT_EQ(by["big1"]->dur_ns.size(), 45u);   // (100 - 10) / 2
+  EXPECT_EQ(by["big2"]->dur_ns.size(), 45u);
+  EXPECT_EQ(by["big1"]->count, 500u);          // stats stay exact
+  EXPECT_EQ(w.dropped.occurrences_sampled, 2u * (500 - 45));
+  // Sorted by start time after subsampling.
+  EXPECT_TRUE(std::is_sorted(by["big1"]->start_ns.begin(), by["big1"]->start_ns.end()));
+}
+
+}  // namespace
+}  // namespace laggard

@@ -1,0 +1,98 @@
+// NVTX hot-path cost through the real NVTX3 dispatch. The same binary runs twice: without a
+// tool (NVTX's no-op path) and with liblaggard.so attached via LD_PRELOAD; bench/run-nvtx
+// prints both and the difference per push+pop pair.
+//
+//   laggard-bench-nvtx [google-benchmark flags]
+//   laggard-bench-nvtx --memory N   push/pop N ranges with 1000 distinct names; print peak RSS
+#include <benchmark/benchmark.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+void BM_PushPop(benchmark::State& state) {
+  for (auto _ : state) {
+    nvtxRangePushA("forward");
+    nvtxRangePop();
+  }
+}
+BENCHMARK(BM_PushPop)->ThreadRange(1, 2)->UseRealTime();
+
+void BM_PushPopNested3(benchmark::State& state) {
+  for (auto _ : state) {
+    nvtxRangePushA("step");
+    nvtxRangePushA("forward");
+    nvtxRangePushA("attention");
+    nvtxRangePop();
+    nvtxRangePop();
+    nvtxRangePop();
+  }
+}
+BENCHMARK(BM_PushPopNested3);
+
+void BM_PushPopLongName(benchmark::State& state) {
+  // Names like torch's emit_nvtx ones: long, and built fresh per call (a new pointer each time).
+  std::string name = "aten::linear, seq = 12345, op_id = 1, sizes = [[32, 1024], [4096, 1024], [4096]]";
+  for (auto _ : state) {
+    nvtxRangePushA(name.c_str());
+    nvtxRangePop();
+  }
+}
+BENCHMARK(BM_PushPopLongName);
+
+void BM_DomainPushPopRegistered(benchmark::State& state) {
+  static nvtxDomainHandle_t d = nvtxDomainCreateA("bench");
+  static nvtxStringHandle_t s = nvtxDomainRegisterStringA(d, "registered");
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  a.message.registered = s;
+  for (auto _ : state) {
+    nvtxDomainRangePushEx(d, &a);
+    nvtxDomainRangePop(d);
+  }
+}
+BENCHMARK(BM_DomainPushPopRegistered);
+
+void BM_StartEnd(benchmark::State& state) {
+  for (auto _ : state) nvtxRangeEnd(nvtxRangeStartA("data"));
+}
+BENCHMARK(BM_StartEnd)->ThreadRange(1, 2)->UseRealTime();
+
+long peak_rss_kb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+int memory_mode(long n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 1000; ++i) names.push_back("section_" + std::to_string(i));
+  for (long i = 0; i < n; ++i) {
+    nvtxRangePushA("outer");
+    nvtxRangePushA(names[i % names.size()].c_str());
+    nvtxRangePop();
+    nvtxRangePop();
+  }
+  std::printf("ranges=%ld peak_rss_kb=%ld\n", 2 * n, peak_rss_kb());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--memory") == 0) return memory_mode(std::atol(argv[2]));
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
