@@ -151,9 +151,10 @@ RunResult run_command(const RunOptions& o) {
     size_t files = 0;
     for (auto it = fs::directory_iterator(result.run_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->path().filename().string().rfind("rank", 0) == 0) ++files;
-    if (files)
-      fmt::print(stderr, "laggard: run {}: {} rank file(s) in {}\nlaggard: next: laggard report {}\n", run_id,
-                 files, result.run_dir, result.run_dir);
+    if (files) {
+      fmt::print(stderr, "laggard: run {}: {} rank file(s) in {}\n", run_id, files, result.run_dir);
+      if (!o.report_after) fmt::print(stderr, "laggard: next: laggard report {}\n", result.run_dir);
+    }
     else
       fmt::print(stderr,
                  "laggard: run {}: no rank files were written to {} (no NVTX ranges, no rank variables such "

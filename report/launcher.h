@@ -15,6 +15,7 @@ struct RunOptions {
   int nproc = 0;                 // 0: run the command once; it is usually a launcher itself
   std::string library;           // liblaggard.so; empty: next to this executable
   bool quiet = false;
+  bool report_after = false;     // the caller prints the report: no "next:" hint
   std::vector<std::string> command;
 };
 

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   if (*run_cmd) {
     run.command = after_dashes.empty() ? run_cmd->remaining() : after_dashes;
     if (flush_s > 0) run.flush_s = flush_s;
+    run.report_after = run_report;
     try {
       laggard::cli::RunResult r = laggard::cli::run_command(run);
       if (run_report) {
