@@ -109,7 +109,7 @@ void flush(Runtime& rt, bool final, int signal) {
   WindowSnapshot w = rt.recorder->close_window(mono_ns(), extra);
   if (final) {
     // Drained above, so the threads' open depths are final too.
-    w.dropped.unclosed_at_exit = rt.recorder->open_ranges() + rt.start_end->open_count();
+    w.dropped.unclosed_at_exit += rt.recorder->open_ranges() + rt.start_end->open_count();
   }
   rt.totals += w.dropped;
   std::string err = rt.writer->write(w, rt.totals, final, signal);

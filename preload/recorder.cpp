@@ -75,7 +75,12 @@ void Recorder::drain() {
     window_drops_.stack_overflow += delta(t->stack_overflow, b.stack_overflow);
     window_drops_.unbalanced_pop += delta(t->unbalanced_pop, b.unbalanced_pop);
     window_drops_.unmatched_end += delta(t->unmatched_end, b.unmatched_end);
-    if (exited) finished.push_back(t);
+    if (exited) {
+      // Ranges the thread left open can never close now.
+      int open = t->open_depth.load(std::memory_order_relaxed);
+      if (open > 0) window_drops_.unclosed_at_exit += static_cast<uint64_t>(open);
+      finished.push_back(t);
+    }
   }
   if (finished.empty()) return;
   std::lock_guard<std::mutex> lock(threads_mu_);

@@ -29,7 +29,7 @@ struct DropCounters {
   uint64_t start_end_evicted = 0;  // open start/end ranges overwritten by newer ones
   uint64_t names_overflow = 0;     // ranges recorded as "(other)" past the name limit
   uint64_t occurrences_sampled = 0;  // raw occurrences not stored (stats stay exact)
-  uint64_t unclosed_at_exit = 0;   // ranges still open when the process ended
+  uint64_t unclosed_at_exit = 0;   // ranges never closed: their thread or the process ended
 
   DropCounters& operator+=(const DropCounters& o) {
     ring_full += o.ring_full;

@@ -23,8 +23,11 @@ namespace {
 
 std::vector<pid_t> g_children;
 
-void forward_signal(int sig) {
+void forward_signal(int sig, siginfo_t* info, void*) {
   // Ranks get the signal their launcher got, as torchrun does; we keep waiting for them.
+  // A Ctrl-C from the terminal (si_code SI_KERNEL) already reached the whole foreground
+  // process group, ranks included: forwarding it would deliver it twice.
+  if (sig == SIGINT && info && info->si_code == SI_KERNEL) return;
   for (pid_t p : g_children) kill(p, sig);
 }
 
@@ -100,7 +103,8 @@ RunResult run_command(const RunOptions& o) {
   result.run_dir = out + "/" + run_id;
 
   struct sigaction fwd {}, old_int {}, old_term {};
-  fwd.sa_handler = forward_signal;
+  fwd.sa_sigaction = forward_signal;
+  fwd.sa_flags = SA_SIGINFO;
   sigemptyset(&fwd.sa_mask);
   sigaction(SIGINT, &fwd, &old_int);
   sigaction(SIGTERM, &fwd, &old_term);

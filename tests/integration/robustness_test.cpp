@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -189,6 +190,36 @@ TEST_F(Robustness, ReportOfNothingIsAClearError) {
   ProcessResult missing = run_process({kLaggard, "report", dir + "/nope"}, clean_env());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("not a directory"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace laggard::test
+
+namespace laggard::test {
+namespace {
+
+// The library must load into any process: no vendor libraries, no C++ runtime of its own to
+// clash with the host's, and nothing exported but the entry points tools look up by name.
+TEST(Library, LinksNoVendorLibrariesAndExportsOnlyEntryPoints) {
+  ProcessResult deps = run_process({"readelf", "-d", kLibrary});
+  ASSERT_EQ(deps.exit_code, 0) << deps.err;
+  for (const char* banned : {"libcuda", "libcupti", "libnccl", "libnvToolsExt", "libstdc++", "libgcc_s"})
+    EXPECT_EQ(deps.out.find(banned), std::string::npos) << banned << "\n" << deps.out;
+  ProcessResult syms = run_process({"readelf", "--dyn-syms", "-W", kLibrary});
+  ASSERT_EQ(syms.exit_code, 0);
+  std::istringstream lines(syms.out);
+  std::string line;
+  std::set<std::string> exported;
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    std::string num, value, size, type, bind, vis, ndx, name;
+    if (!(f >> num >> value >> size >> type >> bind >> vis >> ndx >> name)) continue;
+    if (ndx != "UND" && (bind == "GLOBAL" || bind == "WEAK" || bind == "UNIQUE") && type == "FUNC")
+      exported.insert(name.substr(0, name.find('@')));
+  }
+  EXPECT_TRUE(exported.count("InitializeInjectionNvtx2"));
+  for (const auto& s : exported)
+    EXPECT_TRUE(s == "InitializeInjectionNvtx2" || s.rfind("ncclProfiler_v", 0) == 0) << s;
 }
 
 }  // namespace

@@ -205,3 +205,23 @@ TEST(FileRoundTrip, EmptyOrMissingDirectory) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(FileRoundTrip, TwoProcessesClaimingOneRankAreReported) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::FileInfo main_proc = info(0, 1), helper = info(0, 1);
+  helper.pid = 555;  // e.g. a subprocess that inherited RANK and used NVTX
+  laggard::SegmentWriter a(run_dir, main_proc, 5), b(run_dir, helper, 5);
+  ASSERT_EQ(a.write(window(0, {1, 2, 3}), {}, true, 0), "");
+  ASSERT_EQ(b.write(window(0, {1}), {}, true, 0), "");
+  auto m = laggard::report::read_run(run_dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].pid, 100);  // the one with more data
+  ASSERT_EQ(m.problems.size(), 1u);
+  EXPECT_EQ(m.problems[0].kind, "duplicate_rank");
+  EXPECT_NE(m.problems[0].message.find("555"), std::string::npos);
+}
+
+}  // namespace

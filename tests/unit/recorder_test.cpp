@@ -102,6 +102,7 @@ TEST(Recorder, ExitedThreadIsDrainedThenFreed) {
   EXPECT_EQ(r.open_ranges(), 2u);
   WindowSnapshot w = r.close_window(10, {});
   EXPECT_EQ(w.sections.at(0).count, 1u);
+  EXPECT_EQ(w.dropped.unclosed_at_exit, 2u);  // its two open ranges can never close
   EXPECT_EQ(r.open_ranges(), 0u);  // freed after its last drain
 }
 
