@@ -27,11 +27,87 @@ struct SectionWindow {
 
 using Counts = std::map<std::string, uint64_t>;
 
+// Strings shared by the whole run (kernel names, sections of kernels, communicators, ...):
+// records hold indices so a run of millions of kernels does not hold millions of strings.
+class StringTable {
+ public:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  uint32_t intern(const std::string& s) {
+    auto [it, added] = index_.emplace(s, static_cast<uint32_t>(strings_.size()));
+    if (added) strings_.push_back(s);
+    return it->second;
+  }
+  const std::string& at(uint32_t id) const {
+    static const std::string none;
+    return id < strings_.size() ? strings_[id] : none;
+  }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::map<std::string, uint32_t> index_;
+};
+
+enum class GpuKind : uint8_t { kernel = 0, memcpy = 1, memset = 2 };
+
+// One GPU activity (kernel, memcpy, memset) from a window whose per-kernel records were kept.
+struct GpuActivity {
+  GpuKind kind = GpuKind::kernel;
+  uint32_t name = StringTable::kNone;     // kernel name as captured (mangled); memcpy/memset: "[memcpy HtoD]"...
+  uint32_t section = StringTable::kNone;  // innermost NVTX section of the launching thread; kNone: "(no section)"
+  int64_t start_ns = 0, end_ns = 0;       // GPU time, epoch ns (already mapped to the host clock)
+  int64_t api_start_ns = 0, api_end_ns = 0;  // the host CUDA API call that launched it; 0: unknown
+  uint32_t api_tid = 0;                   // launching thread
+  uint32_t correlation = 0;
+  int32_t device = -1;
+  uint32_t stream = 0;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint64_t bytes = 0;                     // memcpy / memset
+  uint8_t copy_kind = 0;                  // memcpy direction, CUPTI's CUpti_ActivityMemcpyKind value
+  bool nccl = false;                      // an NCCL kernel: communication, not compute
+  bool graph = false;                     // launched as part of a CUDA graph
+};
+
+// Per window, per (section, kernel name, grid, block): what GPU scores are computed from.
+struct KernelWindowStats {
+  uint32_t section = StringTable::kNone;
+  uint32_t name = StringTable::kNone;
+  GpuKind kind = GpuKind::kernel;
+  bool nccl = false;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint64_t count = 0;
+  int64_t total_ns = 0, min_ns = 0, max_ns = 0, median_ns = 0;
+};
+
+// One NCCL operation as this rank saw it (profiler plugin).
+struct Collective {
+  uint32_t comm = StringTable::kNone;  // communicator id (hash as hex), the same on all its ranks
+  int comm_nranks = 0, comm_rank = -1;
+  uint32_t func = StringTable::kNone;  // "AllReduce", "AllGather", ..., "Send", "Recv"
+  bool p2p = false;
+  int peer = -1;                       // p2p: the other rank (in the communicator)
+  uint64_t seq = 0;                    // per communicator and func: matches one op across ranks
+  uint64_t count = 0, bytes = 0;
+  uint32_t datatype = StringTable::kNone;
+  int root = -1;
+  uint32_t algo = StringTable::kNone, proto = StringTable::kNone;
+  int nchannels = 0;
+  int64_t host_start_ns = 0, host_end_ns = 0;  // enqueue on the host
+  int64_t gpu_start_ns = 0, gpu_end_ns = 0;    // earliest channel start, latest channel stop; 0: unknown
+};
+
 struct CaptureWindow {
   uint64_t index = 0;
   int64_t start_ns = 0, end_ns = 0;
   std::vector<SectionWindow> sections;
   Counts dropped;
+  // GPU (CUPTI). kernel_stats covers every window; gpu holds per-kernel records only for the
+  // windows that were sampled (LAGGARD_PROFILING_INTERVAL), see gpu_sampled.
+  std::vector<KernelWindowStats> kernel_stats;
+  std::vector<GpuActivity> gpu;
+  bool gpu_sampled = false;
+  // NCCL (profiler plugin).
+  std::vector<Collective> collectives;
 };
 
 struct RankData {
@@ -48,6 +124,7 @@ struct RankData {
   double flush_s = 0;
   std::string nvtx_status;
   Counts dropped;      // totals over the run
+  int64_t gpu_clock_offset_ns = 0;  // host epoch - GPU timestamp, as measured at start (0: no GPU data)
   std::vector<CaptureWindow> windows;  // sorted by index
   std::vector<std::string> files;
 };
@@ -60,6 +137,7 @@ struct Problem {
 };
 
 struct RunModel {
+  StringTable strings;  // for GpuActivity, KernelWindowStats and Collective fields
   std::string dir;
   std::string run_id;
   int world_size = -1;
