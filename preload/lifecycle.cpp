@@ -18,12 +18,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "capture.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "rank_identity.h"
+#include "source.h"
 #include "writer.h"
 
 namespace laggard {
@@ -65,6 +67,11 @@ struct Runtime {
 };
 
 Runtime* g_rt = nullptr;               // never freed: callbacks may run during exit
+
+std::vector<SourceHooks>& sources() {
+  static auto* s = new std::vector<SourceHooks>();  // never destroyed: used during exit
+  return *s;
+}
 std::atomic<int> g_state{0};           // 0 idle, 1 active, 2 inert for good
 std::once_flag g_activate_once;
 std::atomic<bool> g_forked_child{false};
@@ -107,6 +114,13 @@ void flush(Runtime& rt, bool final, int signal) {
   extra.names_overflow = ov - rt.seen_names_overflow;
   rt.seen_names_overflow = ov;
   WindowSnapshot w = rt.recorder->close_window(mono_ns(), extra);
+  for (const SourceHooks& src : sources()) {
+    try {
+      if (src.on_window) src.on_window(w, final);
+    } catch (...) {
+      log_debug("source %s failed to close its window", src.name);
+    }
+  }
   if (final) {
     // Drained above, so the threads' open depths are final too.
     w.dropped.unclosed_at_exit += rt.recorder->open_ranges() + rt.start_end->open_count();
@@ -235,6 +249,8 @@ void on_fork_child() {
   // write that rank's files. The flush thread does not exist here anyway.
   g_forked_child.store(true);
   g_capture.store(nullptr, std::memory_order_release);
+  for (const SourceHooks& src : sources())
+    if (src.on_fork_child) src.on_fork_child();
 }
 
 void on_atexit() {
@@ -314,6 +330,13 @@ void activate() {
   g_state.store(1);
   std::atexit(on_atexit);
   install_signal_handlers();
+  for (const SourceHooks& src : sources()) {
+    try {
+      if (src.on_activate) src.on_activate();
+    } catch (...) {
+      log_warn("capture source %s failed to start; it stays off", src.name);
+    }
+  }
   log_info("capturing NVTX as rank %d of %d (run %s) into %s", rt.id.rank, rt.id.world_size,
            rt.id.run_id.c_str(), rt.writer->run_dir().c_str());
 }
@@ -355,6 +378,8 @@ __attribute__((constructor)) void on_load() {
 __attribute__((destructor)) void on_unload() { on_atexit(); }
 
 }  // namespace
+
+void register_source(const SourceHooks& hooks) { sources().push_back(hooks); }
 
 bool activate_capture() {
   if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
