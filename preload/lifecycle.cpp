@@ -298,7 +298,7 @@ void activate() {
   fi.flush_s = rt.cfg.flush_s;
   fi.sections_filter = rt.cfg.sections;
   fi.max_occurrences = rt.cfg.max_occurrences;
-  fi.nvtx_status = "on";
+  fi.nvtx_status = rt.nvtx_injected ? "on" : "off: NVTX_INJECTION64_PATH belongs to another tool";
   rt.writer = std::make_unique<SegmentWriter>(absolute(rt.cfg.out_dir) + "/" + fi.run_id, fi,
                                               rt.cfg.windows_per_file);
 
