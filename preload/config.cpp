@@ -95,6 +95,12 @@ ConfigResult parse_config(const Env& env) {
     if (parse_int(v, 1, 10000000, &n)) c.max_occurrences = static_cast<int>(n);
     else r.warnings.push_back(bad("LAGGARD_MAX_OCCURRENCES", v, "integer >= 1", "2048"));
   }
+
+  if (const char* v = env("LAGGARD_NCCL")) {
+    if (is_any(v, {"0", "false", "no", "off"})) c.nccl = false;
+    else if (!is_any(v, {"1", "true", "yes", "on", ""}))
+      r.warnings.push_back(bad("LAGGARD_NCCL", v, "expected 0 or 1", "1"));
+  }
   return r;
 }
 

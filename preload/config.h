@@ -17,6 +17,7 @@ struct Config {
   LogLevel log = LogLevel::warn;          // LAGGARD_LOG
   int windows_per_file = 30;              // LAGGARD_WINDOWS_PER_FILE
   int max_occurrences = 2048;             // LAGGARD_MAX_OCCURRENCES (raw samples per section/window)
+  bool nccl = true;                       // LAGGARD_NCCL: offer laggard to NCCL as its profiler plugin
 };
 
 struct ConfigResult {

@@ -1,6 +1,7 @@
 // Process lifecycle: what happens at load, at the first NVTX call, on every flush interval,
 // on SIGTERM/SIGINT, at fork and at exit. Load time only reads the environment and sets
-// NVTX_INJECTION64_PATH; everything else waits until the process actually uses NVTX.
+// NVTX_INJECTION64_PATH and NCCL_PROFILER_PLUGIN; everything else waits until the process
+// actually uses NVTX or NCCL.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,6 +25,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "plugin_env.h"
 #include "rank_identity.h"
 #include "source.h"
 #include "writer.h"
@@ -42,6 +44,7 @@ struct Runtime {
   std::string self_path;
   bool nvtx_injected = false;   // we own NVTX_INJECTION64_PATH in this process
   std::string nvtx_status;
+  std::string nccl_status;      // NCCL_PROFILER_PLUGIN: "on" or "off: why"
 
   RankIdentity id;
   std::string host;
@@ -164,6 +167,8 @@ void flush_thread(Runtime* rt) {
         flush(*rt, false, 0);
       } else {
         rt->recorder->drain();
+        for (const SourceHooks& src : sources())
+          if (src.on_drain) src.on_drain();
       }
     } catch (...) {
       // Keep running: losing one window beats taking the host down.
@@ -299,6 +304,7 @@ void activate() {
   fi.sections_filter = rt.cfg.sections;
   fi.max_occurrences = rt.cfg.max_occurrences;
   fi.nvtx_status = rt.nvtx_injected ? "on" : "off: NVTX_INJECTION64_PATH belongs to another tool";
+  fi.nccl_status = rt.nccl_status;
   rt.writer = std::make_unique<SegmentWriter>(absolute(rt.cfg.out_dir) + "/" + fi.run_id, fi,
                                               rt.cfg.windows_per_file);
 
@@ -368,6 +374,7 @@ __attribute__((constructor)) void on_load() {
       log_warn("NVTX_INJECTION64_PATH is already set to '%s' (another NVTX tool?); "
                "laggard leaves it alone and will not capture NVTX ranges", current);
     }
+    rt->nccl_status = nccl::offer_plugin_at_load(rt->cfg, rt->self_path, is_rank);
     g_rt = rt;
     pthread_atfork(nullptr, nullptr, on_fork_child);
   } catch (...) {

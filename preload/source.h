@@ -17,6 +17,9 @@ struct SourceHooks {
   void (*on_window)(WindowSnapshot& window, bool final) = nullptr;
   // In a forked child: stop touching anything the parent's threads own. May be null.
   void (*on_fork_child)() = nullptr;
+  // On the flush thread at every drain tick (20 times a second): move finished records out of
+  // bounded capture buffers so they can be reused. May be null.
+  void (*on_drain)() = nullptr;
 };
 
 // Call from static initialization only (before any thread could activate capture).

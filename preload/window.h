@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nccl_window.h"
 #include "records.h"
 
 namespace laggard {
@@ -30,6 +31,7 @@ struct WindowSnapshot {
   int64_t end_ns = 0;
   std::vector<SectionWindowStats> sections;
   DropCounters dropped;  // during this window
+  NcclWindow nccl;       // NCCL operations (nccl_hooks/), when NCCL loaded the plugin
 };
 
 }  // namespace laggard

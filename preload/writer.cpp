@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "json_out.h"
+#include "nccl_json.h"
 
 namespace laggard {
 namespace {
@@ -88,7 +89,9 @@ std::string render_window(const WindowSnapshot& w) {
     j.end_object();
     j.end_object();
   }
-  j.end_array().end_object();
+  j.end_array();
+  if (w.nccl.active) render_nccl(j, w.nccl, w.start_ns);
+  j.end_object();
   return s;
 }
 
@@ -138,7 +141,9 @@ std::string SegmentWriter::render_header(const DropCounters& totals, bool final,
       .field("sections", info_.sections_filter)
       .field("max_occurrences", info_.max_occurrences)
       .end_object();
-  j.key("capture").begin_object().field("nvtx", info_.nvtx_status).end_object();
+  j.key("capture").begin_object().field("nvtx", info_.nvtx_status);
+  if (!info_.nccl_status.empty()) j.field("nccl", info_.nccl_status);
+  j.end_object();
   j.key("dropped");
   drops_json(j, totals);
   return s;  // left open: the caller appends "windows"

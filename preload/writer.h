@@ -14,7 +14,7 @@
 
 namespace laggard {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 3;
 
 struct FileInfo {
   std::string run_id, run_id_source;
@@ -28,6 +28,7 @@ struct FileInfo {
   std::string sections_filter;
   int max_occurrences = 0;
   std::string nvtx_status;       // "on", or "off: why"
+  std::string nccl_status;       // "on" (offered to NCCL as its profiler plugin), or "off: why"
 };
 
 class SegmentWriter {

@@ -94,6 +94,9 @@ struct Collective {
   int nchannels = 0;
   int64_t host_start_ns = 0, host_end_ns = 0;  // enqueue on the host
   int64_t gpu_start_ns = 0, gpu_end_ns = 0;    // earliest channel start, latest channel stop; 0: unknown
+                                               // (NCCL's GPU clock, mapped onto the host epoch by the reader)
+  uint32_t comm_name = StringTable::kNone;     // NCCL's commName; kNone when the job gave none
+  int comm_nnodes = 0;                         // hosts NCCL counted in the communicator
 };
 
 struct CaptureWindow {

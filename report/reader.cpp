@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "reader_nccl.h"
 #include "signals.h"
 
 namespace laggard::report {
@@ -20,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 1;
+constexpr int kMinSchema = 1, kMaxSchema = 3;
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();
@@ -97,7 +98,7 @@ SectionWindow read_section(const json& s, int64_t window_start) {
   return sec;
 }
 
-Segment parse_segment(const fs::path& path) {
+Segment parse_segment(const fs::path& path, StringTable& strings) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open file");
   std::stringstream buf;
@@ -139,6 +140,7 @@ Segment parse_segment(const fs::path& path) {
     cw.end_ns = w.at("end_ns").get<int64_t>();
     cw.dropped = read_counts(w.value("dropped", json::object()));
     for (const json& sec : w.at("sections")) cw.sections.push_back(read_section(sec, cw.start_ns));
+    if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     s.windows.push_back(std::move(cw));
   }
   return s;
@@ -187,7 +189,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   std::vector<Segment> segments;
   for (const auto& f : files) {
     try {
-      segments.push_back(parse_segment(f));
+      segments.push_back(parse_segment(f, model.strings));
     } catch (const std::exception& e) {
       model.problems.push_back({"unreadable_file", -1, f.string(), e.what()});
     }
@@ -256,6 +258,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     }
     model.ranks.push_back(std::move(procs.front()));
   }
+  for (RankData& r : model.ranks) finish_nccl_rank(r, model.problems);
 
   // World size: what the ranks say (they should agree), or what the user says.
   std::set<int> sizes;

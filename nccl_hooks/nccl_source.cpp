@@ -1,0 +1,61 @@
+#include "nccl_source.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "capture.h"
+#include "clock.h"
+#include "log.h"
+#include "plugin_env.h"
+#include "source.h"
+
+namespace laggard::nccl {
+namespace {
+
+std::atomic<Profiler*> g_profiler{nullptr};  // never freed: NCCL may call in during exit
+std::atomic<bool> g_forked{false};
+
+void on_drain() {
+  if (Profiler* p = g_profiler.load(std::memory_order_acquire)) p->harvest(mono_ns(), false);
+}
+
+void on_window(WindowSnapshot& w, bool final) {
+  if (Profiler* p = g_profiler.load(std::memory_order_acquire)) {
+    p->harvest(mono_ns(), final);
+    w.nccl = p->take_window();
+  }
+}
+
+// NCCL in a forked child belongs to the child; the parent's flush thread is gone there.
+void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+
+const bool g_registered = [] {
+  SourceHooks hooks{"nccl"};
+  hooks.on_window = on_window;
+  hooks.on_fork_child = on_fork_child;
+  hooks.on_drain = on_drain;
+  register_source(hooks);
+  return true;
+}();
+
+}  // namespace
+
+Profiler* active_profiler() {
+  if (g_forked.load(std::memory_order_relaxed)) return nullptr;
+  return g_profiler.load(std::memory_order_acquire);
+}
+
+Profiler* profiler_for_init() {
+  if (g_forked.load(std::memory_order_relaxed) || !plugin_allowed() || !activate_capture()) return nullptr;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  Profiler* p = g_profiler.load(std::memory_order_acquire);
+  if (!p) {
+    p = new Profiler(ProfilerOptions{}, measure_epoch_offset_ns());
+    g_profiler.store(p, std::memory_order_release);
+    log_info("NCCL profiler plugin active: capturing collectives and their GPU channel times");
+  }
+  return p;
+}
+
+}  // namespace laggard::nccl

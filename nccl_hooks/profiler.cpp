@@ -1,0 +1,221 @@
+// Hot path and communicators of the NCCL source (see profiler.h). Everything here may run on
+// several threads at once: only atomics and the lock-free free list, no allocation, no lock.
+#include "profiler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "clock.h"
+
+namespace laggard::nccl {
+namespace {
+
+constexpr uint64_t kNoGpuStart = std::numeric_limits<uint64_t>::max();
+
+// Handle word: generation (32) | slot index (24) | channel (6) | tag (2). Never zero: tag >= 1.
+void* encode(uint32_t tag, uint32_t channel, uint32_t index, uint32_t gen) {
+  uint64_t v = uint64_t{gen} << 32 | uint64_t{index & 0xffffff} << 8 | uint64_t{channel & 63} << 2 | tag;
+  return reinterpret_cast<void*>(v);
+}
+
+void atomic_min(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+void atomic_max(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+uint32_t round_up_pow2(uint32_t n) {
+  uint32_t p = 64;
+  while (p < n && p < (1u << 24)) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+Profiler::Profiler(const ProfilerOptions& options, int64_t epoch_offset_ns)
+    : opt_([&] {
+        ProfilerOptions o = options;
+        o.pool_slots = round_up_pow2(o.pool_slots);
+        if (o.max_comms < 1) o.max_comms = 1;
+        return o;
+      }()),
+      epoch_offset_ns_(epoch_offset_ns),
+      slots_(new Slot[opt_.pool_slots]),
+      free_(opt_.pool_slots),
+      comms_(new CommSlot[opt_.max_comms]),
+      track_(opt_.pool_slots),
+      element_sizes_(StringCache::kMaxStrings, -1) {
+  for (uint32_t i = 0; i < opt_.pool_slots; ++i) free_.push(i);
+}
+
+uint32_t Profiler::comm_count() const {
+  return std::min(ncomms_.load(std::memory_order_acquire), opt_.max_comms);
+}
+
+void* Profiler::add_comm(uint64_t hash, const char* name, int nnodes, int nranks, int rank) {
+  uint32_t i = ncomms_.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= opt_.max_comms) {
+    bump(counters_.comms_overflow);
+    return nullptr;
+  }
+  CommSlot& c = comms_[i];
+  c.hash = hash;
+  c.nranks = nranks;
+  c.rank = rank;
+  c.nnodes = nnodes;
+  if (name) {
+    std::strncpy(c.name, name, sizeof c.name - 1);
+    c.name[sizeof c.name - 1] = '\0';
+  }
+  c.ready.store(true, std::memory_order_release);
+  return &c;
+}
+
+void Profiler::finalize_comm(void* context) {
+  // Contexts live as long as the process: NCCL's proxy may still report under this one, and the
+  // communicator's operations are written by the flush thread, not here.
+  if (CommSlot* c = comm_of(context)) c->finalized.store(true, std::memory_order_relaxed);
+}
+
+Profiler::CommSlot* Profiler::comm_of(void* context) const {
+  auto base = reinterpret_cast<uintptr_t>(comms_.get());
+  auto p = reinterpret_cast<uintptr_t>(context);
+  if (p < base || p >= base + uintptr_t{opt_.max_comms} * sizeof(CommSlot) || (p - base) % sizeof(CommSlot))
+    return nullptr;
+  CommSlot* c = static_cast<CommSlot*>(context);
+  return c->ready.load(std::memory_order_acquire) ? c : nullptr;
+}
+
+Profiler::Slot* Profiler::slot_of(void* handle, uint32_t tag, uint32_t* channel) const {
+  auto v = reinterpret_cast<uint64_t>(handle);
+  if ((v & 3) != tag) return nullptr;
+  uint32_t index = static_cast<uint32_t>(v >> 8) & 0xffffff;
+  if (index >= opt_.pool_slots) return nullptr;
+  Slot& s = slots_[index];
+  if (s.gen.load(std::memory_order_acquire) != static_cast<uint32_t>(v >> 32)) return nullptr;
+  if (channel) *channel = static_cast<uint32_t>(v >> 2) & 63;
+  return &s;
+}
+
+Profiler::Slot* Profiler::begin_op(CommSlot* comm) {
+  uint32_t index;
+  if (!free_.pop(&index)) {
+    bump(counters_.pool_full);
+    return nullptr;
+  }
+  Slot& s = slots_[index];
+  s.chan_started.store(0, std::memory_order_relaxed);
+  s.chan_stopped.store(0, std::memory_order_relaxed);
+  s.gpu_start.store(kNoGpuStart, std::memory_order_relaxed);
+  s.gpu_end.store(0, std::memory_order_relaxed);
+  s.host_end.store(0, std::memory_order_relaxed);
+  s.comm = static_cast<uint32_t>(comm - comms_.get());
+  s.host_start = mono_ns();
+  return &s;
+}
+
+void* Profiler::publish(Slot& s) {
+  uint32_t gen = s.gen.load(std::memory_order_relaxed) + 1;  // odd: live
+  s.gen.store(gen, std::memory_order_release);
+  s.state.store(kLive, std::memory_order_release);
+  return encode(kTagOp, 0, static_cast<uint32_t>(&s - slots_.get()), gen);
+}
+
+void* Profiler::start_coll(void* context, const CollInfo& info) {
+  CommSlot* comm = comm_of(context);
+  if (!comm) {
+    bump(counters_.no_context);
+    return nullptr;
+  }
+  Slot* s = begin_op(comm);
+  if (!s) return nullptr;
+  s->p2p = false;
+  s->seq = info.seq;
+  s->count = info.count;
+  s->root_or_peer = info.root;
+  s->func = strings_.intern(info.func);
+  s->datatype = strings_.intern(info.datatype);
+  s->algo = strings_.intern(info.algo);
+  s->proto = strings_.intern(info.proto);
+  s->nchannels = info.nchannels;
+  return publish(*s);
+}
+
+void* Profiler::start_p2p(void* context, const P2pInfo& info) {
+  CommSlot* comm = comm_of(context);
+  if (!comm) {
+    bump(counters_.no_context);
+    return nullptr;
+  }
+  Slot* s = begin_op(comm);
+  if (!s) return nullptr;
+  s->p2p = true;
+  s->seq = 0;
+  s->count = info.count;
+  s->root_or_peer = info.peer;
+  s->func = strings_.intern(info.func);
+  s->datatype = strings_.intern(info.datatype);
+  s->algo = s->proto = StringCache::kNone;
+  // NCCL has at most 64 channels; anything else is an uninitialized field (NCCL 2.28's v4
+  // adapter does not copy p2p.nChannels), so the op is completed by timeout instead.
+  s->nchannels = info.nchannels <= 64 ? info.nchannels : 0;
+  return publish(*s);
+}
+
+void* Profiler::start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_start) {
+  Slot* s = slot_of(parent, kTagOp, nullptr);
+  if (!s || channel >= 64) {
+    bump(counters_.orphan_kernel_ch);
+    return nullptr;
+  }
+  if (!kernel_seen_.load(std::memory_order_relaxed)) kernel_seen_.store(true, std::memory_order_relaxed);
+  uint64_t bit = uint64_t{1} << channel;
+  s->chan_started.fetch_or(bit, std::memory_order_acq_rel);
+  if (gpu_start) atomic_min(s->gpu_start, gpu_start);
+  s->activity.fetch_add(1, std::memory_order_release);
+  uint32_t gen = static_cast<uint32_t>(reinterpret_cast<uint64_t>(parent) >> 32);
+  return encode(kTagKernel, channel, static_cast<uint32_t>(s - slots_.get()), gen);
+}
+
+void Profiler::record_kernel_ch_stop(void* handle, uint64_t gpu_stop) {
+  uint32_t channel = 0;
+  Slot* s = slot_of(handle, kTagKernel, &channel);
+  // A channel that already stopped: a stale handle NCCL kept from an earlier operation.
+  if (!s || (s->chan_stopped.load(std::memory_order_acquire) >> channel & 1)) {
+    bump(counters_.stale_handle);
+    return;
+  }
+  if (gpu_stop) atomic_max(s->gpu_end, gpu_stop);
+}
+
+void Profiler::stop(void* handle) {
+  auto v = reinterpret_cast<uint64_t>(handle);
+  if (!handle || (v & 3) == kTagGroup) return;
+  uint32_t channel = 0;
+  if (Slot* s = slot_of(handle, kTagOp, nullptr)) {
+    int64_t expected = 0;
+    if (s->host_end.compare_exchange_strong(expected, mono_ns(), std::memory_order_acq_rel)) {
+      s->state.fetch_or(kHostStopped, std::memory_order_release);
+      s->activity.fetch_add(1, std::memory_order_release);
+      return;
+    }
+  } else if (Slot* k = slot_of(handle, kTagKernel, &channel)) {
+    uint64_t bit = uint64_t{1} << channel;
+    if (!(k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel) & bit)) {
+      k->activity.fetch_add(1, std::memory_order_release);
+      return;
+    }
+  }
+  bump(counters_.stale_handle);
+}
+
+}  // namespace laggard::nccl

@@ -1,0 +1,138 @@
+#include "reader_nccl.h"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace laggard::report {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kEpochTolerance = 10'000'000'000;  // GPU clock further off than this: not epoch-based
+
+const json& column(const json& ops, const char* key, size_t n) {
+  auto it = ops.find(key);
+  if (it == ops.end() || !it->is_array() || it->size() != n)
+    throw std::runtime_error(fmt::format("nccl.ops.{} is missing or not {} entries long", key, n));
+  return *it;
+}
+
+uint32_t string_at(const std::vector<uint32_t>& ids, const json& v) {
+  if (!v.is_number_integer()) return StringTable::kNone;
+  int64_t i = v.get<int64_t>();
+  return i >= 0 && static_cast<size_t>(i) < ids.size() ? ids[i] : StringTable::kNone;
+}
+
+}  // namespace
+
+void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) {
+  struct Comm {
+    uint32_t id, name;
+    int nranks, rank, nnodes;
+  };
+  std::vector<Comm> comms;
+  for (const json& c : nccl.value("comms", json::array())) {
+    std::string name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "";
+    comms.push_back({strings.intern(c.at("id").get<std::string>()),
+                     name.empty() ? StringTable::kNone : strings.intern(name), c.value("nranks", 0),
+                     c.value("rank", -1), c.value("nnodes", 0)});
+  }
+  std::vector<uint32_t> ids;
+  for (const json& s : nccl.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
+
+  const json dropped = nccl.value("dropped", json::object());
+  for (const auto& [key, value] : dropped.items())
+    if (value.is_number_unsigned() || value.is_number_integer()) w.dropped["nccl_" + key] += value.get<uint64_t>();
+
+  auto it = nccl.find("ops");
+  if (it == nccl.end()) return;
+  const json& ops = *it;
+  const size_t n = ops.value("comm", json::array()).size();
+  const json& comm = column(ops, "comm", n);
+  const json& p2p = column(ops, "p2p", n);
+  const json& func = column(ops, "func", n);
+  const json& seq = column(ops, "seq", n);
+  const json& count = column(ops, "count", n);
+  const json& bytes = column(ops, "bytes", n);
+  const json& datatype = column(ops, "datatype", n);
+  const json& root = column(ops, "root", n);
+  const json& peer = column(ops, "peer", n);
+  const json& algo = column(ops, "algo", n);
+  const json& proto = column(ops, "proto", n);
+  const json& nchannels = column(ops, "nchannels", n);
+  const json& host_start = column(ops, "host_start_offset_ns", n);
+  const json& host_dur = column(ops, "host_dur_ns", n);
+  const json& gpu_start = column(ops, "gpu_start_offset_ns", n);
+  const json& gpu_dur = column(ops, "gpu_dur_ns", n);
+
+  w.collectives.reserve(w.collectives.size() + n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t c = comm[i].get<size_t>();
+    if (c >= comms.size()) throw std::runtime_error(fmt::format("nccl.ops.comm[{}] names no communicator", i));
+    Collective op;
+    op.comm = comms[c].id;
+    op.comm_name = comms[c].name;
+    op.comm_nranks = comms[c].nranks;
+    op.comm_rank = comms[c].rank;
+    op.comm_nnodes = comms[c].nnodes;
+    op.func = string_at(ids, func[i]);
+    op.p2p = p2p[i].get<int>() != 0;
+    op.peer = peer[i].get<int>();
+    op.root = root[i].get<int>();
+    op.seq = seq[i].get<uint64_t>();
+    op.count = count[i].get<uint64_t>();
+    op.bytes = bytes[i].get<uint64_t>();
+    op.datatype = string_at(ids, datatype[i]);
+    op.algo = string_at(ids, algo[i]);
+    op.proto = string_at(ids, proto[i]);
+    op.nchannels = nchannels[i].get<int>();
+    op.host_start_ns = w.start_ns + host_start[i].get<int64_t>();
+    op.host_end_ns = host_dur[i].is_null() ? 0 : op.host_start_ns + host_dur[i].get<int64_t>();
+    if (!gpu_start[i].is_null() && !gpu_dur[i].is_null()) {
+      op.gpu_start_ns = w.start_ns + gpu_start[i].get<int64_t>();
+      op.gpu_end_ns = op.gpu_start_ns + gpu_dur[i].get<int64_t>();
+    }
+    w.collectives.push_back(op);
+  }
+}
+
+void finish_nccl_rank(RankData& r, std::vector<Problem>& problems) {
+  // %globaltimer is epoch ns on current drivers. If it is not, put the GPU times where they
+  // must be: no collective ran on the GPU before the host enqueued it.
+  int64_t min_delta = INT64_MAX;
+  for (const CaptureWindow& w : r.windows)
+    for (const Collective& c : w.collectives)
+      if (c.gpu_start_ns) min_delta = std::min(min_delta, c.gpu_start_ns - c.host_start_ns);
+  if (min_delta != INT64_MAX && (min_delta > kEpochTolerance || min_delta < -kEpochTolerance)) {
+    for (CaptureWindow& w : r.windows)
+      for (Collective& c : w.collectives)
+        if (c.gpu_start_ns) {
+          c.gpu_start_ns -= min_delta;
+          c.gpu_end_ns -= min_delta;
+        }
+    problems.push_back({"nccl_gpu_clock", r.rank, "",
+                        fmt::format("rank {}: NCCL's GPU timestamps are {:.1f} s off the host clock; shifted so the "
+                                    "earliest collective starts when the host enqueued it",
+                                    r.rank, double(min_delta) / 1e9)});
+  }
+
+  uint64_t lost = 0, no_gpu = 0;
+  for (const CaptureWindow& w : r.windows)
+    for (const auto& [k, v] : w.dropped) {
+      if (k == "nccl_pool_full" || k == "nccl_window_full" || k == "nccl_comms_overflow") lost += v;
+      if (k == "nccl_no_gpu_time") no_gpu += v;
+    }
+  if (lost)
+    problems.push_back({"nccl_dropped", r.rank, "",
+                        fmt::format("rank {} did not record {} NCCL operations (capture buffers full; see the "
+                                    "nccl_* dropped counts)", r.rank, lost)});
+  if (no_gpu)
+    problems.push_back({"nccl_no_gpu_time", r.rank, "",
+                        fmt::format("rank {}: {} NCCL operations have no GPU times (NCCL sent no kernel channel "
+                                    "events for them); they are left out of the arrival analysis", r.rank, no_gpu)});
+}
+
+}  // namespace laggard::report
