@@ -101,7 +101,8 @@ Profiler::Slot* Profiler::slot_of(void* handle, uint32_t tag, uint32_t* channel)
   uint32_t index = static_cast<uint32_t>(v >> 8) & 0xffffff;
   if (index >= opt_.pool_slots) return nullptr;
   Slot& s = slots_[index];
-  if (s.gen.load(std::memory_order_acquire) != static_cast<uint32_t>(v >> 32)) return nullptr;
+  uint32_t gen = static_cast<uint32_t>(v >> 32);
+  if (!(gen & 1) || s.gen.load(std::memory_order_acquire) != gen) return nullptr;  // odd: issued while live
   if (channel) *channel = static_cast<uint32_t>(v >> 2) & 63;
   return &s;
 }

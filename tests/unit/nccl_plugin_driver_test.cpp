@@ -1,0 +1,443 @@
+// A fake NCCL driver: loads liblaggard.so the way NCCL does (dlopen of NCCL_PROFILER_PLUGIN's
+// value, dlsym of the versioned table), then calls init/startEvent/recordEventState/stopEvent/
+// finalize with v4, v5 and v6 descriptors, from several threads and with the inputs real NCCL
+// versions are known to produce (null handles, stale handles, stops without starts, garbage in
+// the handle slot), and reads the written files back with the report reader.
+// Its own executable: loading the library sets environment variables and starts threads.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <thread>
+#include <time.h>
+
+#include "abi_v4.h"
+#include "abi_v6.h"
+#include "reader.h"
+
+namespace fs = std::filesystem;
+namespace nabi = laggard::nccl::abi;
+using laggard::report::Collective;
+using laggard::report::RunModel;
+
+namespace {
+
+constexpr int kExpectedMask = nabi::kColl | nabi::kP2p | nabi::kKernelCh;
+
+int64_t epoch_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+class NcclDriver : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    out_ = fs::temp_directory_path() / ("laggard-nccl-test-" + std::to_string(getpid()));
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("LAGGARD_OUT", out_.c_str(), 1);
+    setenv("LAGGARD_RUN_ID", "unit", 1);
+    setenv("LAGGARD_FLUSH_S", "0.1", 1);
+    unsetenv("NCCL_PROFILER_PLUGIN");
+    unsetenv("LAGGARD_NCCL");
+    handle_ = dlopen(LAGGARD_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle_, nullptr) << dlerror();
+    // NCCL 2.27.5+: dlopen(NCCL_PROFILER_PLUGIN) as given, then the newest table first.
+    const char* plugin = getenv("NCCL_PROFILER_PLUGIN");
+    ASSERT_NE(plugin, nullptr);
+    nccl_lib_ = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nccl_lib_, nullptr) << dlerror();
+    v4_ = static_cast<nabi::ProfilerV4*>(dlsym(nccl_lib_, "ncclProfiler_v4"));
+    v5_ = static_cast<nabi::ProfilerV5*>(dlsym(nccl_lib_, "ncclProfiler_v5"));
+    v6_ = static_cast<nabi::ProfilerV6*>(dlsym(nccl_lib_, "ncclProfiler_v6"));
+    ASSERT_TRUE(v4_ && v5_ && v6_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(out_); }
+
+  // All collectives of one communicator (by id) once `ready` holds for them.
+  static std::vector<Collective> wait_for(const std::string& comm_id,
+                                          const std::function<bool(const std::vector<Collective>&)>& ready,
+                                          RunModel* model_out = nullptr, double timeout_s = 10) {
+    std::vector<Collective> found;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      try {
+        RunModel m = laggard::report::read_run((out_ / "unit").string());
+        found.clear();
+        for (const auto& w : m.ranks.at(0).windows)
+          for (const auto& c : w.collectives)
+            if (m.strings.at(c.comm) == comm_id) found.push_back(c);
+        if (ready(found)) {
+          if (model_out) *model_out = std::move(m);
+          return found;
+        }
+      } catch (...) {
+      }
+    }
+    ADD_FAILURE() << "timed out waiting for communicator " << comm_id << " (have " << found.size() << " ops)";
+    return found;
+  }
+  static RunModel model() { return laggard::report::read_run((out_ / "unit").string()); }
+
+  static uint64_t window_drops(const RunModel& m, const std::string& key) {
+    uint64_t n = 0;
+    for (const auto& w : m.ranks.at(0).windows)
+      if (auto it = w.dropped.find(key); it != w.dropped.end()) n += it->second;
+    return n;
+  }
+
+  template <class D>
+  static D coll_descr(uint64_t seq, uint8_t channels, void* parent = nullptr) {
+    D d{};
+    d.type = nabi::kColl;
+    d.parentObj = parent;
+    d.rank = 1;
+    d.coll.seqNumber = seq;
+    d.coll.func = "AllReduce";
+    d.coll.count = 1024;
+    d.coll.root = -1;
+    d.coll.datatype = "ncclFloat32";
+    d.coll.nChannels = channels;
+    d.coll.nWarps = 16;
+    d.coll.algo = "RING";
+    d.coll.proto = "SIMPLE";
+    return d;
+  }
+
+  template <class D>
+  static D kernel_descr(void* parent, uint8_t channel, uint64_t start) {
+    D d{};
+    d.type = nabi::kKernelCh;
+    d.parentObj = parent;
+    d.kernelCh.channelId = channel;
+    d.kernelCh.pTimer = start;
+    return d;
+  }
+
+  // The proxy thread's part of one operation: per channel, start, KernelCh-stop state, stop.
+  template <class T, class D>
+  static void run_channels(T* table, void* ctx, void* op, int channels, uint64_t start, uint64_t stop) {
+    for (int c = 0; c < channels; ++c) {
+      D k = kernel_descr<D>(op, static_cast<uint8_t>(c), start + c * 100);
+      void* h = reinterpret_cast<void*>(0x5eed);  // NCCL does not clear the slot it passes
+      ASSERT_EQ(table->startEvent(ctx, &h, &k), 0);
+      ASSERT_NE(h, nullptr);
+      nabi::StateArgs a{};
+      a.kernelCh.pTimer = stop - c * 100;
+      ASSERT_EQ(table->recordEventState(h, nabi::kStateKernelChStop, &a), 0);
+      ASSERT_EQ(table->stopEvent(h), 0);
+    }
+  }
+
+  static inline fs::path out_;
+  static inline void* handle_ = nullptr;
+  static inline void* nccl_lib_ = nullptr;
+  static inline nabi::ProfilerV4* v4_ = nullptr;
+  static inline nabi::ProfilerV5* v5_ = nullptr;
+  static inline nabi::ProfilerV6* v6_ = nullptr;
+};
+
+TEST_F(NcclDriver, ConstructorOffersTheLibraryAndNcclFindsIt) {
+  EXPECT_STREQ(getenv("NCCL_PROFILER_PLUGIN"), "liblaggard.so");
+  EXPECT_EQ(nccl_lib_, handle_);  // the soname resolves to the library already loaded
+  EXPECT_STREQ(v5_->name, "laggard");
+  EXPECT_STREQ(v4_->name, "laggard");
+  EXPECT_STREQ(v6_->name, "laggard");
+  // STATIC_PLUGIN (dlopen(NULL)) finds the tables only when the library is global, i.e. preloaded;
+  // here it was loaded RTLD_LOCAL, so that path is covered by the integration tests.
+}
+
+TEST_F(NcclDriver, V5CollectivesGetHostAndGpuTimes) {
+  void* ctx = reinterpret_cast<void*>(0x1);
+  int mask = 0;
+  ASSERT_EQ(v5_->init(&ctx, 0xabc5, &mask, "world", 2, 2, 1, nullptr), 0);
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(mask, kExpectedMask);
+
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+  for (uint64_t seq = 0; seq < 20; ++seq) {
+    // API-level events arrive as parents; laggard answers them with null.
+    nabi::DescrV5 api{};
+    api.type = nabi::kGroupApi;
+    void* api_handle = reinterpret_cast<void*>(0xbad);
+    ASSERT_EQ(v5_->startEvent(ctx, &api_handle, &api), 0);
+    EXPECT_EQ(api_handle, nullptr);
+    EXPECT_EQ(v5_->recordEventState(api_handle, 23, nullptr), 0);  // 2.28 passes null args here
+    nabi::DescrV5 group{};
+    group.type = nabi::kGroup;
+    void* group_handle = nullptr;
+    ASSERT_EQ(v5_->startEvent(ctx, &group_handle, &group), 0);
+    ASSERT_NE(group_handle, nullptr);  // NCCL 2.27 starts collectives only under a group handle
+    nabi::DescrV5 d = coll_descr<nabi::DescrV5>(seq, 2);
+    d.coll.parentGroup = group_handle;
+    void* op = nullptr;
+    ASSERT_EQ(v5_->startEvent(ctx, &op, &d), 0);
+    ASSERT_NE(op, nullptr);
+    // Parents stop before their children start.
+    ASSERT_EQ(v5_->stopEvent(op), 0);
+    ASSERT_EQ(v5_->stopEvent(group_handle), 0);
+    uint64_t start = t0 + seq * 1'000'000;
+    std::thread proxy([&] { run_channels<nabi::ProfilerV5, nabi::DescrV5>(v5_, ctx, op, 2, start, start + 50'000); });
+    proxy.join();
+  }
+  auto ops = wait_for("000000000000abc5", [](auto& v) { return v.size() >= 20; });
+  ASSERT_EQ(ops.size(), 20u);
+  RunModel m = model();
+  std::set<uint64_t> seqs;
+  for (const Collective& c : ops) {
+    seqs.insert(c.seq);
+    EXPECT_EQ(m.strings.at(c.func), "AllReduce");
+    EXPECT_EQ(m.strings.at(c.datatype), "ncclFloat32");
+    EXPECT_EQ(m.strings.at(c.algo), "RING");
+    EXPECT_EQ(m.strings.at(c.proto), "SIMPLE");
+    EXPECT_EQ(m.strings.at(c.comm_name), "world");
+    EXPECT_EQ(c.comm_nranks, 2);
+    EXPECT_EQ(c.comm_rank, 1);
+    EXPECT_EQ(c.comm_nnodes, 2);
+    EXPECT_FALSE(c.p2p);
+    EXPECT_EQ(c.count, 1024u);
+    EXPECT_EQ(c.bytes, 4096u);
+    EXPECT_EQ(c.nchannels, 2);
+    EXPECT_GT(c.host_start_ns, 0);
+    EXPECT_GE(c.host_end_ns, c.host_start_ns);
+    // Earliest channel start, latest channel stop.
+    int64_t start = static_cast<int64_t>(t0 + c.seq * 1'000'000);
+    EXPECT_EQ(c.gpu_start_ns, start);
+    EXPECT_EQ(c.gpu_end_ns, start + 50'000);
+  }
+  EXPECT_EQ(seqs.size(), 20u);
+  EXPECT_EQ(v5_->finalize(ctx), 0);
+}
+
+TEST_F(NcclDriver, V4CollectivesAndP2p) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(v4_->init(&ctx, &mask, nullptr, 0xabc4, 1, 4, 3, nullptr), 0);  // commName may be null
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(mask, kExpectedMask);
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+
+  nabi::DescrV4 group{};
+  group.type = nabi::kGroup;
+  void* group_handle = nullptr;
+  ASSERT_EQ(v4_->startEvent(ctx, &group_handle, &group), 0);
+  nabi::DescrV4 d = coll_descr<nabi::DescrV4>(7, 1, group_handle);
+  d.coll.func = "AllGather";
+  d.coll.datatype = "ncclInt8";  // NCCL reports AllGather counts in bytes
+  void* coll = nullptr;
+  ASSERT_EQ(v4_->startEvent(ctx, &coll, &d), 0);
+  nabi::DescrV4 p{};
+  p.type = nabi::kP2p;
+  p.parentObj = group_handle;
+  p.rank = 3;
+  p.p2p.func = "Send";
+  p.p2p.datatype = "ncclBfloat16";
+  p.p2p.count = 100;
+  p.p2p.peer = 2;
+  p.p2p.nChannels = 1;
+  void* send = nullptr;
+  ASSERT_EQ(v4_->startEvent(ctx, &send, &p), 0);
+  ASSERT_NE(send, nullptr);
+  v4_->stopEvent(coll);
+  v4_->stopEvent(send);
+  v4_->stopEvent(group_handle);
+  run_channels<nabi::ProfilerV4, nabi::DescrV4>(v4_, ctx, coll, 1, t0, t0 + 9000);
+  run_channels<nabi::ProfilerV4, nabi::DescrV4>(v4_, ctx, send, 1, t0 + 100, t0 + 5000);
+
+  auto ops = wait_for("000000000000abc4", [](auto& v) { return v.size() >= 2; });
+  ASSERT_EQ(ops.size(), 2u);
+  RunModel m = model();
+  for (const Collective& c : ops) {
+    EXPECT_EQ(c.comm_name, laggard::report::StringTable::kNone);
+    EXPECT_EQ(c.comm_nranks, 4);
+    EXPECT_EQ(c.comm_rank, 3);
+    if (c.p2p) {
+      EXPECT_EQ(m.strings.at(c.func), "Send");
+      EXPECT_EQ(c.peer, 2);
+      EXPECT_EQ(c.bytes, 200u);
+      EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 4900);
+      EXPECT_EQ(c.algo, laggard::report::StringTable::kNone);
+    } else {
+      EXPECT_EQ(m.strings.at(c.func), "AllGather");
+      EXPECT_EQ(c.seq, 7u);
+      EXPECT_EQ(c.bytes, 1024u);
+      EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 9000);
+    }
+  }
+}
+
+TEST_F(NcclDriver, V6IgnoresCopyEngineEventsAndKeepsCollectives) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(v6_->init(&ctx, 0xabc6, &mask, "tp", 1, 2, 1, nullptr), 0);
+  EXPECT_EQ(mask & (nabi::kCeColl | nabi::kCeSync | nabi::kCeBatch), 0);
+  nabi::DescrV6 ce{};
+  ce.type = nabi::kCeColl;
+  ce.ceColl.func = "AllGather";
+  void* ce_handle = reinterpret_cast<void*>(0xbad);
+  ASSERT_EQ(v6_->startEvent(ctx, &ce_handle, &ce), 0);
+  EXPECT_EQ(ce_handle, nullptr);
+
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+  nabi::DescrV6 d = coll_descr<nabi::DescrV6>(3, 2);
+  d.coll.func = "ReduceScatter";
+  void* op = nullptr;
+  ASSERT_EQ(v6_->startEvent(ctx, &op, &d), 0);
+  v6_->stopEvent(op);
+  run_channels<nabi::ProfilerV6, nabi::DescrV6>(v6_, ctx, op, 2, t0, t0 + 7000);
+  auto ops = wait_for("000000000000abc6", [](auto& v) { return !v.empty(); });
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].seq, 3u);
+  EXPECT_EQ(ops[0].gpu_end_ns - ops[0].gpu_start_ns, 7000);
+}
+
+TEST_F(NcclDriver, ToleratesNullsStaleHandlesAndEventsItNeverStarted) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(v5_->init(&ctx, 0xabc7, &mask, "edge", 1, 2, 1, nullptr), 0);
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+
+  // Nulls everywhere NCCL might pass them.
+  nabi::DescrV5 d = coll_descr<nabi::DescrV5>(0, 1);
+  EXPECT_EQ(v5_->startEvent(ctx, nullptr, &d), 0);
+  void* h = reinterpret_cast<void*>(0xbad);
+  EXPECT_EQ(v5_->startEvent(ctx, &h, nullptr), 0);
+  EXPECT_EQ(h, nullptr);
+  h = reinterpret_cast<void*>(0xbad);
+  EXPECT_EQ(v5_->startEvent(nullptr, &h, &d), 0);  // a communicator laggard does not track
+  EXPECT_EQ(h, nullptr);
+  EXPECT_EQ(v5_->stopEvent(nullptr), 0);
+  EXPECT_EQ(v5_->recordEventState(nullptr, nabi::kStateKernelChStop, nullptr), 0);
+  EXPECT_EQ(v5_->finalize(nullptr), 0);
+  // A context that is not one of ours (NCCL's PXN proxies can pass another process's).
+  int not_a_context = 0;
+  h = reinterpret_cast<void*>(0xbad);
+  EXPECT_EQ(v5_->startEvent(&not_a_context, &h, &d), 0);
+  EXPECT_EQ(h, nullptr);
+  // A kernel channel whose parent was dropped.
+  nabi::DescrV5 orphan = kernel_descr<nabi::DescrV5>(nullptr, 0, t0);
+  h = reinterpret_cast<void*>(0xbad);
+  EXPECT_EQ(v5_->startEvent(ctx, &h, &orphan), 0);
+  EXPECT_EQ(h, nullptr);
+  // Stops and states for handles laggard never issued (a stop seen before its start).
+  nabi::StateArgs args{};
+  args.kernelCh.pTimer = t0 + 1;
+  for (void* junk : {reinterpret_cast<void*>(0xdeadbeef), reinterpret_cast<void*>(0x3),
+                     reinterpret_cast<void*>(~uintptr_t{0})}) {
+    EXPECT_EQ(v5_->recordEventState(junk, nabi::kStateKernelChStop, &args), 0);
+    EXPECT_EQ(v5_->stopEvent(junk), 0);
+  }
+
+  // One real collective; afterwards its kernel handle is replayed the way NCCL replays a
+  // pooled proxy slot it never cleared (#2221): the late stop must not change the record.
+  void* op = nullptr;
+  ASSERT_EQ(v5_->startEvent(ctx, &op, &d), 0);
+  v5_->stopEvent(op);
+  v5_->stopEvent(op);  // a second stop: ignored
+  nabi::DescrV5 k = kernel_descr<nabi::DescrV5>(op, 0, t0);
+  void* kh = nullptr;
+  ASSERT_EQ(v5_->startEvent(ctx, &kh, &k), 0);
+  args.kernelCh.pTimer = t0 + 3000;
+  v5_->recordEventState(kh, nabi::kStateKernelChStop, &args);
+  v5_->recordEventState(kh, 8, nullptr);  // other states: args never read
+  v5_->stopEvent(kh);
+  args.kernelCh.pTimer = t0 + 999'999;
+  v5_->recordEventState(kh, nabi::kStateKernelChStop, &args);  // stale: channel already stopped
+  v5_->stopEvent(kh);
+
+  RunModel m;
+  auto ops = wait_for("000000000000abc7", [](auto& v) { return !v.empty(); }, &m);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].gpu_end_ns - ops[0].gpu_start_ns, 3000);
+  // Once written, the op's handles are dead: replaying them changes nothing and crashes nothing.
+  v5_->recordEventState(kh, nabi::kStateKernelChStop, &args);
+  v5_->stopEvent(kh);
+  v5_->stopEvent(op);
+  nabi::DescrV5 late = kernel_descr<nabi::DescrV5>(op, 1, t0);
+  h = reinterpret_cast<void*>(0xbad);
+  v5_->startEvent(ctx, &h, &late);
+  EXPECT_EQ(h, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  m = model();
+  // Counted exactly (no other test in this program produces these): 3 junk handles x 2 calls,
+  // the second host stop, 2 calls on the stopped channel, 3 calls after the op was written.
+  EXPECT_EQ(window_drops(m, "nccl_no_context"), 2u);
+  EXPECT_EQ(window_drops(m, "nccl_orphan_kernel_ch"), 2u);
+  EXPECT_EQ(window_drops(m, "nccl_stale_handle"), 12u);
+}
+
+TEST_F(NcclDriver, MissingChannelIsWrittenAfterATimeoutAndCounted) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(v5_->init(&ctx, 0xabc8, &mask, "partial", 1, 2, 1, nullptr), 0);
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+  nabi::DescrV5 d = coll_descr<nabi::DescrV5>(0, 4);  // announces 4 channels, 2 report
+  void* op = nullptr;
+  ASSERT_EQ(v5_->startEvent(ctx, &op, &d), 0);
+  v5_->stopEvent(op);
+  run_channels<nabi::ProfilerV5, nabi::DescrV5>(v5_, ctx, op, 2, t0, t0 + 4000);
+  RunModel m;
+  auto ops = wait_for("000000000000abc8", [](auto& v) { return !v.empty(); }, &m);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].gpu_end_ns - ops[0].gpu_start_ns, 4000);
+  EXPECT_GE(window_drops(m, "nccl_missing_channels"), 1u);
+}
+
+TEST_F(NcclDriver, ManyThreadsManyCommunicators) {
+  constexpr int kThreads = 4, kOps = 400;
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      void* ctx = nullptr;
+      int mask = 0;
+      v5_->init(&ctx, 0xbb00 + t, &mask, "mt", 1, 2, 1, nullptr);
+      // Each communicator's "proxy" works on its own thread, as in NCCL.
+      std::vector<void*> ops(kOps);
+      for (int i = 0; i < kOps; ++i) {
+        nabi::DescrV5 d = coll_descr<nabi::DescrV5>(i, 2);
+        v5_->startEvent(ctx, &ops[i], &d);
+        v5_->stopEvent(ops[i]);
+        if (!ops[i]) failed = true;
+      }
+      std::thread proxy([&] {
+        for (int i = 0; i < kOps; ++i) {
+          uint64_t s = t0 + uint64_t(i) * 10'000;
+          for (int c = 0; c < 2; ++c) {
+            nabi::DescrV5 k = kernel_descr<nabi::DescrV5>(ops[i], c, s);
+            void* h = nullptr;
+            v5_->startEvent(ctx, &h, &k);
+            nabi::StateArgs a{};
+            a.kernelCh.pTimer = s + 2000;
+            v5_->recordEventState(h, nabi::kStateKernelChStop, &a);
+            v5_->stopEvent(h);
+          }
+        }
+      });
+      proxy.join();
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(failed);
+  for (int t = 0; t < kThreads; ++t) {
+    char id[24];
+    snprintf(id, sizeof id, "%016x", 0xbb00 + t);
+    auto ops = wait_for(id, [](auto& v) { return v.size() >= kOps; });
+    std::set<uint64_t> seqs;
+    for (const Collective& c : ops) {
+      seqs.insert(c.seq);
+      EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 2000);
+    }
+    EXPECT_EQ(seqs.size(), size_t{kOps}) << id;
+  }
+}
+
+}  // namespace
