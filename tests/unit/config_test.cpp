@@ -76,3 +76,21 @@ TEST(Config, ParseIntIsStrict) {
 
 }  // namespace
 }  // namespace laggard
+
+namespace laggard {
+namespace {
+
+TEST(Config, NcclSwitch) {
+  EXPECT_TRUE(parse_config(map_env({})).config.nccl);
+  for (const char* v : {"0", "false", "Off", "no"})
+    EXPECT_FALSE(parse_config(map_env({{"LAGGARD_NCCL", v}})).config.nccl) << v;
+  for (const char* v : {"1", "true", "on", ""})
+    EXPECT_TRUE(parse_config(map_env({{"LAGGARD_NCCL", v}})).config.nccl) << v;
+  ConfigResult bad = parse_config(map_env({{"LAGGARD_NCCL", "sometimes"}}));
+  EXPECT_TRUE(bad.config.nccl);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+  EXPECT_NE(bad.warnings[0].find("LAGGARD_NCCL='sometimes'"), std::string::npos) << bad.warnings[0];
+}
+
+}  // namespace
+}  // namespace laggard

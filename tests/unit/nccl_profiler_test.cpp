@@ -1,0 +1,322 @@
+// The NCCL source's core without NCCL or the library around it: pool and window limits,
+// timeouts, exit, string and communicator bookkeeping. Time is passed to harvest() explicitly.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "clock.h"
+#include "profiler.h"
+#include "string_cache.h"
+
+namespace laggard::nccl {
+namespace {
+
+constexpr int64_t kSec = 1'000'000'000;
+
+CollInfo coll(uint64_t seq, uint8_t channels = 1) {
+  CollInfo c;
+  c.seq = seq;
+  c.func = "AllReduce";
+  c.count = 10;
+  c.datatype = "ncclFloat16";
+  c.nchannels = channels;
+  c.algo = "TREE";
+  c.proto = "LL";
+  return c;
+}
+
+// One op through host stop and `channels` GPU channels.
+void* finish(Profiler& p, void* ctx, uint64_t seq, int channels = 1, uint64_t gpu0 = 1000) {
+  void* op = p.start_coll(ctx, coll(seq, static_cast<uint8_t>(channels)));
+  p.stop(op);
+  for (int c = 0; c < channels; ++c) {
+    void* k = p.start_kernel_ch(op, static_cast<uint8_t>(c), gpu0 + c);
+    p.record_kernel_ch_stop(k, gpu0 + 500 + c);
+    p.stop(k);
+  }
+  return op;
+}
+
+TEST(NcclProfiler, CompleteOpsAreWrittenAtTheNextHarvest) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(42, "dp", 2, 8, 3);
+  ASSERT_NE(ctx, nullptr);
+  finish(p, ctx, 0, 2);
+  void* pending = p.start_coll(ctx, coll(1, 2));  // host stopped, GPU not yet
+  p.stop(pending);
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  EXPECT_TRUE(w.active);
+  ASSERT_EQ(w.ops.size(), 1u);
+  ASSERT_EQ(w.comms.size(), 1u);
+  EXPECT_EQ(w.comms[0].hash, 42u);
+  EXPECT_EQ(w.comms[0].name, "dp");
+  EXPECT_EQ(w.comms[0].nranks, 8);
+  EXPECT_EQ(w.comms[0].rank, 3);
+  EXPECT_EQ(w.comms[0].nnodes, 2);
+  const NcclOp& op = w.ops[0];
+  EXPECT_EQ(w.strings.at(op.func), "AllReduce");
+  EXPECT_EQ(w.strings.at(op.datatype), "ncclFloat16");
+  EXPECT_EQ(w.strings.at(op.algo), "TREE");
+  EXPECT_EQ(w.strings.at(op.proto), "LL");
+  EXPECT_EQ(op.bytes, 20u);
+  EXPECT_EQ(op.channels, 2);
+  EXPECT_EQ(op.gpu_start, 1000u);
+  EXPECT_EQ(op.gpu_end, 1501u);
+  // A communicator is listed once, then only where its ops are.
+  p.harvest(mono_ns(), false);
+  EXPECT_TRUE(p.take_window().comms.empty());
+}
+
+TEST(NcclProfiler, PoolExhaustionDropsAndCountsThenRecovers) {
+  ProfilerOptions o;
+  o.pool_slots = 64;
+  Profiler p(o, 0);
+  void* ctx = p.add_comm(1, nullptr, 1, 2, 0);
+  std::vector<void*> ops;
+  for (int i = 0; i < 70; ++i) ops.push_back(p.start_coll(ctx, coll(i)));
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), nullptr), 6);
+  for (void* op : ops) p.stop(op);  // null handles are never passed by NCCL, but harmless
+  p.harvest(mono_ns(), true);
+  NcclWindow w = p.take_window();
+  EXPECT_EQ(w.dropped.pool_full, 6u);
+  EXPECT_EQ(w.ops.size(), 64u);
+  EXPECT_EQ(w.dropped.unfinished_at_exit, 0u);
+  EXPECT_EQ(w.dropped.no_gpu_time, 64u);
+  EXPECT_NE(p.start_coll(ctx, coll(99)), nullptr);  // slots came back
+}
+
+TEST(NcclProfiler, WindowCapCountsWhatItDoesNotWrite) {
+  ProfilerOptions o;
+  o.max_ops_per_window = 5;
+  Profiler p(o, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  for (int i = 0; i < 8; ++i) finish(p, ctx, i);
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  EXPECT_EQ(w.ops.size(), 5u);
+  EXPECT_EQ(w.dropped.window_full, 3u);
+  finish(p, ctx, 8);
+  p.harvest(mono_ns(), false);
+  w = p.take_window();
+  EXPECT_EQ(w.ops.size(), 1u);
+  EXPECT_EQ(w.dropped.window_full, 0u);
+}
+
+TEST(NcclProfiler, TimeoutsWriteWhatArrived) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  int64_t t = mono_ns();
+  finish(p, ctx, 0);  // NCCL sends channel events: from now on, wait long for them
+  p.harvest(t, false);
+  p.take_window();
+
+  void* no_kernel = p.start_coll(ctx, coll(1, 2));
+  p.stop(no_kernel);
+  void* partial = p.start_coll(ctx, coll(2, 4));
+  p.stop(partial);
+  void* k = p.start_kernel_ch(partial, 0, 100);
+  p.record_kernel_ch_stop(k, 200);
+  p.stop(k);
+  void* running = p.start_coll(ctx, coll(3, 1));
+  p.stop(running);
+  p.start_kernel_ch(running, 0, 300);  // a kernel waiting on a slow peer
+
+  p.harvest(t, false);  // first look: everything quiet since now
+  EXPECT_TRUE(p.take_window().ops.empty());
+  p.harvest(t + 2 * kSec, false);
+  NcclWindow w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);  // the partial one, after 1 s quiet
+  EXPECT_EQ(w.ops[0].seq, 2u);
+  EXPECT_EQ(w.ops[0].channels, 1);
+  EXPECT_EQ(w.dropped.missing_channels, 1u);
+  p.harvest(t + 11 * kSec, false);
+  w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);  // no GPU channel ever: after 10 s
+  EXPECT_EQ(w.ops[0].seq, 1u);
+  EXPECT_EQ(w.ops[0].gpu_start, 0u);
+  EXPECT_EQ(w.dropped.no_gpu_time, 1u);
+  p.harvest(t + 60 * kSec, false);
+  EXPECT_TRUE(p.take_window().ops.empty());  // a running kernel may take long
+  p.harvest(t + 200 * kSec, false);
+  w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);
+  EXPECT_EQ(w.ops[0].seq, 3u);
+}
+
+TEST(NcclProfiler, WithoutAnyChannelEventsOpsDoNotWaitLong) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  int64_t t = mono_ns();
+  void* op = p.start_coll(ctx, coll(0, 2));
+  p.stop(op);
+  p.harvest(t, false);
+  p.harvest(t + 2 * kSec, false);
+  EXPECT_EQ(p.take_window().ops.size(), 1u);
+}
+
+TEST(NcclProfiler, FinalHarvestTakesEverythingInFlight) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  void* enqueued = p.start_coll(ctx, coll(0));  // host stop never came
+  (void)enqueued;
+  void* running = p.start_coll(ctx, coll(1));
+  p.stop(running);
+  p.start_kernel_ch(running, 0, 5);
+  p.harvest(mono_ns(), true);
+  NcclWindow w = p.take_window();
+  EXPECT_EQ(w.ops.size(), 2u);
+  EXPECT_EQ(w.dropped.unfinished_at_exit, 2u);
+  for (const NcclOp& op : w.ops) EXPECT_EQ(op.gpu_start, 0u);  // a start without a stop is no duration
+}
+
+TEST(NcclProfiler, StopBeforeStartTimesAreDiscarded) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  void* op = p.start_coll(ctx, coll(0));
+  p.stop(op);
+  void* k = p.start_kernel_ch(op, 0, 9000);
+  p.record_kernel_ch_stop(k, 100);  // an overrun timestamp ring gives such pairs
+  p.stop(k);
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);
+  EXPECT_EQ(w.ops[0].gpu_start, 0u);
+  EXPECT_EQ(w.dropped.bad_gpu_time, 1u);
+}
+
+TEST(NcclProfiler, CommunicatorOverflowIsCountedAndOptsOut) {
+  ProfilerOptions o;
+  o.max_comms = 2;
+  Profiler p(o, 0);
+  EXPECT_NE(p.add_comm(1, "a", 1, 2, 0), nullptr);
+  EXPECT_NE(p.add_comm(2, "b", 1, 2, 0), nullptr);
+  void* third = p.add_comm(3, "c", 1, 2, 0);
+  EXPECT_EQ(third, nullptr);
+  EXPECT_EQ(p.start_coll(third, coll(0)), nullptr);
+  p.finalize_comm(third);
+  NcclWindow w = p.take_window();
+  EXPECT_EQ(w.comms.size(), 2u);
+  EXPECT_EQ(w.dropped.comms_overflow, 1u);
+  EXPECT_EQ(w.dropped.no_context, 1u);
+}
+
+TEST(NcclProfiler, P2pKeepsPeerAndIgnoresAnImpossibleChannelCount) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  P2pInfo i;
+  i.func = "Recv";
+  i.count = 3;
+  i.peer = 5;
+  i.datatype = "ncclInt64";
+  i.nchannels = 200;  // garbage (NCCL 2.28's v4 adapter leaves the field uninitialized)
+  void* op = p.start_p2p(ctx, i);
+  p.stop(op);
+  void* k = p.start_kernel_ch(op, 0, 10);
+  p.record_kernel_ch_stop(k, 20);
+  p.stop(k);
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);
+  EXPECT_TRUE(w.ops[0].p2p);
+  EXPECT_EQ(w.ops[0].peer, 5);
+  EXPECT_EQ(w.ops[0].root, -1);
+  EXPECT_EQ(w.ops[0].nchannels, 0);
+  EXPECT_EQ(w.ops[0].bytes, 24u);
+  EXPECT_EQ(w.ops[0].algo, kNcclNoString);
+}
+
+TEST(NcclProfiler, HandlesOfAReusedSlotDoNotReachTheNewOp) {
+  ProfilerOptions o;
+  o.pool_slots = 64;
+  Profiler p(o, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  void* first = finish(p, ctx, 0);
+  void* stale_kernel = nullptr;
+  {
+    void* op = p.start_coll(ctx, coll(1));
+    p.stop(op);
+    stale_kernel = p.start_kernel_ch(op, 0, 10);
+    p.record_kernel_ch_stop(stale_kernel, 20);
+    p.stop(stale_kernel);
+  }
+  p.harvest(mono_ns(), false);
+  p.take_window();
+  // Cycle the pool so every slot has been reused at least once.
+  for (int i = 0; i < 64; ++i) finish(p, ctx, 100 + i, 1, 50'000);
+  p.stop(first);
+  p.record_kernel_ch_stop(stale_kernel, 999'999);
+  p.stop(stale_kernel);
+  EXPECT_EQ(p.start_kernel_ch(first, 0, 1), nullptr);
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 64u);
+  for (const NcclOp& op : w.ops) EXPECT_EQ(op.gpu_end, 50'500u);
+  EXPECT_EQ(w.dropped.stale_handle, 3u);
+  EXPECT_EQ(w.dropped.orphan_kernel_ch, 1u);
+}
+
+TEST(NcclProfiler, ConcurrentStartsAndChannelsFromManyThreads) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  constexpr int kThreads = 4, kOps = 1000, kChannels = 8;
+  std::vector<std::thread> threads;
+  std::atomic<bool> stop{false};
+  size_t written = 0;
+  std::thread flusher([&] {
+    while (!stop.load()) {
+      p.harvest(mono_ns(), false);
+      written += p.take_window().ops.size();
+    }
+  });
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        void* op = p.start_coll(ctx, coll(t * kOps + i, kChannels));
+        ASSERT_NE(op, nullptr);
+        // Channels on two "proxy" threads, racing the host stop.
+        auto channels = [&](int from) {
+          for (int c = from; c < kChannels; c += 2) {
+            void* k = p.start_kernel_ch(op, c, 1000 + c);
+            p.record_kernel_ch_stop(k, 2000 + c);
+            p.stop(k);
+          }
+        };
+        std::thread a(channels, 0), b(channels, 1);
+        p.stop(op);
+        a.join();
+        b.join();
+      }
+    });
+  for (auto& th : threads) th.join();
+  stop = true;
+  flusher.join();
+  p.harvest(mono_ns(), true);
+  NcclWindow w = p.take_window();
+  written += w.ops.size();
+  EXPECT_EQ(written, size_t{kThreads * kOps});
+  EXPECT_EQ(w.dropped.unfinished_at_exit, 0u);
+}
+
+TEST(NcclStringCache, SamePointerSameIdSameTextSameId) {
+  StringCache cache;
+  static const char a[] = "AllReduce";
+  std::string copy = "AllReduce";
+  uint16_t id = cache.intern(a);
+  EXPECT_EQ(cache.intern(a), id);
+  EXPECT_EQ(cache.intern(copy.c_str()), id);
+  EXPECT_STREQ(cache.text(id), "AllReduce");
+  EXPECT_EQ(cache.intern(nullptr), StringCache::kNone);
+  EXPECT_STREQ(cache.text(StringCache::kNone), "");
+  std::string longer(200, 'x');
+  EXPECT_EQ(std::string(cache.text(cache.intern(longer.c_str()))).size(), size_t{StringCache::kMaxLen});
+  // Full table: kNone, never a crash or an allocation per call.
+  std::vector<std::string> many;
+  for (int i = 0; i < 400; ++i) many.push_back("s" + std::to_string(i));
+  int none = 0;
+  for (const auto& s : many) none += cache.intern(s.c_str()) == StringCache::kNone;
+  EXPECT_EQ(none, 400 - (StringCache::kMaxStrings - 2));
+}
+
+}  // namespace
+}  // namespace laggard::nccl
