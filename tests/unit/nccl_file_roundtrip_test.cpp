@@ -1,0 +1,198 @@
+// The "nccl" window object (schema version 3): what capture writes is what the report reads.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "reader.h"
+#include "writer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/laggard-nccl-rt-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+laggard::FileInfo info(int rank) {
+  laggard::FileInfo fi;
+  fi.run_id = "run1";
+  fi.run_id_source = "test";
+  fi.rank = rank;
+  fi.world_size = 2;
+  fi.rank_source = "RANK";
+  fi.host = "h";
+  fi.pid = 100 + rank;
+  fi.process_start_ns = 1'000'000'000;
+  fi.flush_s = 1;
+  fi.nvtx_status = "on";
+  fi.nccl_status = "on";
+  return fi;
+}
+
+constexpr int64_t kWindowStart = 1'700'000'000'000'000'000;
+
+laggard::WindowSnapshot window_with_ops(uint64_t gpu_base) {
+  laggard::WindowSnapshot w;
+  w.index = 0;
+  w.start_ns = kWindowStart;
+  w.end_ns = kWindowStart + 1'000'000'000;
+  laggard::NcclWindow& n = w.nccl;
+  n.active = true;
+  n.comms.push_back({0x1234abcdull, "dp \"group\"", 2, 1, 2});
+  n.comms.push_back({0xffull, "", 4, 3, 1});
+  n.strings = {"AllReduce", "ncclFloat32", "RING", "SIMPLE", "Send"};
+  laggard::NcclOp c;
+  c.comm = 0;
+  c.func = 0;
+  c.datatype = 1;
+  c.algo = 2;
+  c.proto = 3;
+  c.seq = 41;
+  c.count = 256;
+  c.bytes = 1024;
+  c.nchannels = 2;
+  c.channels = 2;
+  c.host_start_ns = kWindowStart - 5000;  // enqueued in the previous window
+  c.host_end_ns = kWindowStart + 1000;
+  c.gpu_start = gpu_base + 20'000;
+  c.gpu_end = gpu_base + 70'000;
+  n.ops.push_back(c);
+  laggard::NcclOp p;
+  p.comm = 1;
+  p.p2p = true;
+  p.func = 4;
+  p.datatype = 1;
+  p.peer = 2;
+  p.count = 8;
+  p.bytes = 32;
+  p.host_start_ns = kWindowStart + 100;
+  p.host_end_ns = 0;  // unknown
+  n.ops.push_back(p);  // no GPU times
+  n.dropped.pool_full = 3;
+  n.dropped.no_gpu_time = 1;
+  return w;
+}
+
+TEST(NcclFile, OpsCommunicatorsAndDropsRoundTrip) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::SegmentWriter writer(run_dir, info(1), 30);
+  laggard::WindowSnapshot w = window_with_ops(static_cast<uint64_t>(kWindowStart));
+  ASSERT_EQ(writer.write(w, {}, true, 0), "");
+
+  std::ifstream in(writer.current_path());
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["schema_version"], 3);
+  EXPECT_EQ(j["capture"]["nccl"], "on");
+  const auto& nccl = j["windows"][0]["nccl"];
+  EXPECT_EQ(nccl["gpu_clock"], "globaltimer");
+  EXPECT_EQ(nccl["comms"][0]["id"], "000000001234abcd");
+  EXPECT_TRUE(nccl["comms"][1]["name"].is_null());
+  EXPECT_EQ(nccl["ops"]["gpu_start_offset_ns"][0], 20'000);
+  EXPECT_TRUE(nccl["ops"]["gpu_dur_ns"][1].is_null());
+  EXPECT_EQ(nccl["ops"]["algo"][1], -1);
+  EXPECT_EQ(nccl["dropped"]["pool_full"], 3);
+
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  const auto& ops = m.ranks[0].windows.at(0).collectives;
+  ASSERT_EQ(ops.size(), 2u);
+  const auto& c = ops[0];
+  EXPECT_EQ(m.strings.at(c.comm), "000000001234abcd");
+  EXPECT_EQ(m.strings.at(c.comm_name), "dp \"group\"");
+  EXPECT_EQ(c.comm_nranks, 2);
+  EXPECT_EQ(c.comm_rank, 1);
+  EXPECT_EQ(c.comm_nnodes, 2);
+  EXPECT_EQ(m.strings.at(c.func), "AllReduce");
+  EXPECT_EQ(m.strings.at(c.datatype), "ncclFloat32");
+  EXPECT_EQ(m.strings.at(c.algo), "RING");
+  EXPECT_EQ(m.strings.at(c.proto), "SIMPLE");
+  EXPECT_FALSE(c.p2p);
+  EXPECT_EQ(c.seq, 41u);
+  EXPECT_EQ(c.count, 256u);
+  EXPECT_EQ(c.bytes, 1024u);
+  EXPECT_EQ(c.root, -1);
+  EXPECT_EQ(c.nchannels, 2);
+  EXPECT_EQ(c.host_start_ns, kWindowStart - 5000);
+  EXPECT_EQ(c.host_end_ns, kWindowStart + 1000);
+  EXPECT_EQ(c.gpu_start_ns, kWindowStart + 20'000);
+  EXPECT_EQ(c.gpu_end_ns, kWindowStart + 70'000);
+  const auto& p = ops[1];
+  EXPECT_TRUE(p.p2p);
+  EXPECT_EQ(m.strings.at(p.func), "Send");
+  EXPECT_EQ(p.peer, 2);
+  EXPECT_EQ(p.comm_name, laggard::report::StringTable::kNone);
+  EXPECT_EQ(p.algo, laggard::report::StringTable::kNone);
+  EXPECT_EQ(p.host_end_ns, 0);
+  EXPECT_EQ(p.gpu_start_ns, 0);
+  EXPECT_EQ(p.gpu_end_ns, 0);
+  EXPECT_EQ(m.ranks[0].windows[0].dropped.at("nccl_pool_full"), 3u);
+  bool dropped = false, no_gpu = false;
+  for (const auto& pr : m.problems) {
+    dropped |= pr.kind == "nccl_dropped" && pr.rank == 1;
+    no_gpu |= pr.kind == "nccl_no_gpu_time" && pr.rank == 1;
+  }
+  EXPECT_TRUE(dropped);
+  EXPECT_TRUE(no_gpu);
+}
+
+TEST(NcclFile, GpuClockThatIsNotEpochBasedIsMappedOntoTheHostClock) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::SegmentWriter writer(run_dir, info(0), 30);
+  // A GPU clock counting from boot: 1000 s.
+  laggard::WindowSnapshot w = window_with_ops(1'000'000'000'000ull);
+  ASSERT_EQ(writer.write(w, {}, true, 0), "");
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  const auto& c = m.ranks[0].windows.at(0).collectives.at(0);
+  EXPECT_EQ(c.gpu_start_ns, c.host_start_ns);  // the earliest op starts where the host enqueued it
+  EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 50'000);
+  bool noted = false;
+  for (const auto& pr : m.problems) noted |= pr.kind == "nccl_gpu_clock";
+  EXPECT_TRUE(noted);
+}
+
+TEST(NcclFile, WindowsWithoutNcclHaveNoObjectAndReadersOfVersion1StillWork) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::SegmentWriter writer(run_dir, info(0), 30);
+  laggard::WindowSnapshot w;
+  w.start_ns = kWindowStart;
+  w.end_ns = kWindowStart + 1;
+  ASSERT_EQ(writer.write(w, {}, true, 0), "");
+  std::ifstream in(writer.current_path());
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_FALSE(j["windows"][0].contains("nccl"));
+  // A version-1 file (no nccl anywhere) is read as before.
+  j["schema_version"] = 1;
+  std::ofstream(writer.current_path()) << j.dump();
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_TRUE(m.ranks[0].windows[0].collectives.empty());
+}
+
+TEST(NcclFile, MalformedOpsMakeTheFileUnreadableNotTheReport) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::SegmentWriter writer(run_dir, info(0), 30);
+  ASSERT_EQ(writer.write(window_with_ops(static_cast<uint64_t>(kWindowStart)), {}, true, 0), "");
+  std::ifstream in(writer.current_path());
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["windows"][0]["nccl"]["ops"]["seq"] = nlohmann::json::array({1});  // one entry short
+  std::ofstream(writer.current_path()) << j.dump();
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  ASSERT_FALSE(m.problems.empty());
+  EXPECT_EQ(m.problems[0].kind, "unreadable_file");
+  EXPECT_NE(m.problems[0].message.find("nccl.ops.seq"), std::string::npos) << m.problems[0].message;
+}
+
+}  // namespace
