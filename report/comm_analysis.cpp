@@ -1,0 +1,301 @@
+#include "comm_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "clock_offsets.h"
+#include "stats.h"
+
+namespace laggard::report {
+namespace {
+
+struct Key {
+  uint32_t comm, func;
+  uint64_t seq;
+  bool operator==(const Key& o) const { return comm == o.comm && func == o.func && seq == o.seq; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = k.seq * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 32 | k.func);
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+struct Entry {
+  size_t rank;  // index into model.ranks
+  const Collective* c;
+};
+
+struct Group {  // one collective, matched on every rank of its communicator
+  Key key;
+  int n = 0;
+  std::vector<Entry> by_comm_rank;
+};
+
+struct Outcome {  // what the analysis found for one matched group
+  int64_t last_arrival = 0;
+  double transfer_ns = 0, algbw = 0, busbw = 0, size = 0;
+  std::vector<int> last_ranks;  // global ranks
+};
+
+bool symmetric(const std::string& func) {
+  return func == "AllReduce" || func == "AllGather" || func == "ReduceScatter";
+}
+
+std::string comm_label(const RunModel& m, const CommSummary& c) {
+  return "comm " + (c.name != StringTable::kNone ? m.strings.at(c.name) : m.strings.at(c.comm));
+}
+
+}  // namespace
+
+double bus_factor(const std::string& func, int n) {
+  if (n < 1) return 1;
+  if (func == "AllReduce") return 2.0 * (n - 1) / n;
+  if (func == "AllGather" || func == "ReduceScatter") return double(n - 1) / n;
+  return 1;
+}
+
+double algbw_bytes(const std::string& func, uint64_t bytes, int n) {
+  if (func == "AllGather" || func == "ReduceScatter") return double(bytes) * n;
+  return double(bytes);
+}
+
+CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, const CommOptions& opt) {
+  CommReport rep;
+  rep.options = opt;
+  const size_t R = m.ranks.size();
+  rep.ranks.resize(R);
+  std::vector<std::string> hosts(R);
+  for (size_t ri = 0; ri < R; ++ri) {
+    rep.ranks[ri].rank = m.ranks[ri].rank;
+    rep.ranks[ri].host = hosts[ri] = m.ranks[ri].host;
+  }
+
+  // Match across ranks.
+  std::unordered_map<Key, std::vector<Entry>, KeyHash> by_key;
+  for (size_t ri = 0; ri < R; ++ri)
+    for (const CaptureWindow& w : m.ranks[ri].windows)
+      for (const Collective& c : w.collectives) {
+        ++rep.ops;
+        if (c.p2p) {
+          ++rep.p2p;
+          CommRankStats& s = rep.ranks[ri];
+          ++s.p2p_ops;
+          s.p2p_bytes += c.bytes;
+          if (c.gpu_start_ns && c.gpu_end_ns > c.gpu_start_ns) s.p2p_gpu_ns += double(c.gpu_end_ns - c.gpu_start_ns);
+          continue;
+        }
+        by_key[{c.comm, c.func, c.seq}].push_back({ri, &c});
+      }
+  if (by_key.empty()) return rep;
+
+  std::map<uint32_t, size_t> comm_at;  // comm id -> index in rep.comms
+  auto summary = [&](const Collective& c) -> CommSummary& {
+    auto [it, added] = comm_at.emplace(c.comm, rep.comms.size());
+    if (added) {
+      CommSummary s;
+      s.comm = c.comm;
+      s.name = c.comm_name;
+      s.nranks = c.comm_nranks;
+      s.ranks.assign(std::max(0, c.comm_nranks), -1);
+      s.last_share_threshold = c.comm_nranks > 0 ? (1.0 + 1.0 / c.comm_nranks) / 2 : 1;
+      rep.comms.push_back(std::move(s));
+    }
+    return rep.comms[it->second];
+  };
+
+  std::vector<Group> groups;
+  for (auto& [key, entries] : by_key) {
+    const Collective& first = *entries.front().c;
+    CommSummary& cs = summary(first);
+    const int n = first.comm_nranks;
+    Group g{key, n, std::vector<Entry>(std::max(0, n), Entry{0, nullptr})};
+    bool complete = n >= 2;
+    for (const Entry& e : entries) {
+      int cr = e.c->comm_rank;
+      if (cr < 0 || cr >= n || e.c->comm_nranks != n) {
+        complete = false;
+        continue;
+      }
+      if (!g.by_comm_rank[cr].c) g.by_comm_rank[cr] = e;  // a restarted communicator may repeat seqs
+      if (cs.ranks[cr] < 0) cs.ranks[cr] = m.ranks[e.rank].rank;
+    }
+    for (const Entry& e : g.by_comm_rank)
+      complete = complete && e.c && e.c->gpu_start_ns && e.c->gpu_end_ns >= e.c->gpu_start_ns;
+    if (!complete) {
+      ++cs.incomplete;
+      ++rep.incomplete;
+      continue;
+    }
+    groups.push_back(std::move(g));
+  }
+  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return std::tie(a.key.comm, a.key.func, a.key.seq) < std::tie(b.key.comm, b.key.func, b.key.seq);
+  });
+  rep.matched = groups.size();
+
+  // Align clocks: symmetric collectives end together on all ranks (rooted ones need not).
+  bool any_symmetric = false;
+  for (const Group& g : groups) any_symmetric |= symmetric(m.strings.at(g.key.func));
+  std::vector<ClockSample> samples;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (any_symmetric && !symmetric(m.strings.at(groups[gi].key.func))) continue;
+    for (const Entry& e : groups[gi].by_comm_rank) samples.push_back({gi, e.rank, e.c->gpu_end_ns});
+  }
+  ClockOffsets co = estimate_clock_offsets(samples, hosts, groups.size());
+  rep.clock.corrected = co.hosts.size() > 1 && !samples.empty();
+  rep.clock.reference_rank = samples.empty() ? -1 : m.ranks[co.reference_rank].rank;
+  rep.clock.max_abs_offset_ns = co.max_abs_offset_ns;
+  rep.clock.residual_ns = co.residual_ns;
+  for (const auto& h : co.hosts) {
+    CommReport::Clock::Host out{h.host, h.offset_ns, h.spread_ns, {}};
+    for (size_t ri : h.ranks) out.ranks.push_back(m.ranks[ri].rank);
+    rep.clock.hosts.push_back(std::move(out));
+  }
+  for (size_t ri = 0; ri < R; ++ri) {
+    rep.ranks[ri].clock_offset_ns = co.applied_ns[ri];
+    rep.ranks[ri].clock_estimate_ns = co.rank_estimate_ns[ri];
+  }
+
+  // Arrivals, waits, blame and bandwidth per collective.
+  std::vector<Outcome> outcomes(groups.size());
+  std::map<std::pair<size_t, int>, CommSummary::PerRank> per_comm_rank;  // (comm index, comm rank)
+  std::vector<int64_t> start, end;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& g = groups[gi];
+    const size_t ci = comm_at.at(g.key.comm);
+    const int n = g.n;
+    start.assign(n, 0);
+    end.assign(n, 0);
+    for (int i = 0; i < n; ++i) {
+      const Entry& e = g.by_comm_rank[i];
+      int64_t off = std::llround(co.applied_ns[e.rank]);
+      start[i] = e.c->gpu_start_ns - off;
+      end[i] = e.c->gpu_end_ns - off;
+    }
+    const int64_t last = *std::max_element(start.begin(), start.end());
+    const int64_t first = *std::min_element(start.begin(), start.end());
+    const int64_t latest_end = *std::max_element(end.begin(), end.end());
+    std::vector<bool> is_last(n, false);
+    if (double(last - first) >= opt.lead_floor_ns)
+      for (int i = 0; i < n; ++i) is_last[i] = double(last - start[i]) <= opt.lead_floor_ns;
+    int nlast = static_cast<int>(std::count(is_last.begin(), is_last.end(), true));
+    double others_wait = 0;
+    Outcome& out = outcomes[gi];
+    out.last_arrival = last;
+    for (int i = 0; i < n; ++i) {
+      const size_t ri = g.by_comm_rank[i].rank;
+      double kernel = double(end[i] - start[i]);
+      double wait = std::clamp(double(last - start[i]), 0.0, kernel);
+      CommRankStats& s = rep.ranks[ri];
+      ++s.collectives;
+      s.kernel_ns += kernel;
+      s.waited_ns += wait;
+      CommSummary::PerRank& pr = per_comm_rank[{ci, i}];
+      pr.rank = m.ranks[ri].rank;
+      pr.waited_ns += wait;
+      if (is_last[i]) {
+        ++s.last;
+        ++pr.last;
+        out.last_ranks.push_back(m.ranks[ri].rank);
+      } else {
+        others_wait += wait;
+      }
+    }
+    // Blame: split among the last arrivers; with none (arrivals within the floor) the little
+    // waiting there was goes to whoever came latest.
+    for (int i = 0; i < n; ++i) {
+      if (nlast ? !is_last[i] : start[i] != last) continue;
+      double share = others_wait / std::max(1, nlast);
+      rep.ranks[g.by_comm_rank[i].rank].blame_ns += share;
+      per_comm_rank[{ci, i}].blame_ns += share;
+      if (!nlast) break;
+    }
+    ++rep.comms[ci].collectives;
+
+    const std::string& func = m.strings.at(g.key.func);
+    out.transfer_ns = double(latest_end - last);
+    uint64_t bytes = 0;
+    for (const Entry& e : g.by_comm_rank) bytes = std::max(bytes, e.c->bytes);
+    out.size = algbw_bytes(func, bytes, n);
+    if (out.transfer_ns > 0 && out.size > 0) {
+      out.algbw = out.size / out.transfer_ns;  // bytes per ns = GB/s
+      out.busbw = out.algbw * bus_factor(func, n);
+    }
+  }
+
+  // Slow collectives: against the job's median for the same function and size.
+  std::map<std::pair<uint32_t, int>, std::vector<double>> bucket_bw;
+  auto bucket_of = [&](size_t gi) {
+    return std::make_pair(groups[gi].key.func, static_cast<int>(std::floor(std::log2(std::max(1.0, outcomes[gi].size)))));
+  };
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    if (outcomes[gi].busbw > 0) bucket_bw[bucket_of(gi)].push_back(outcomes[gi].busbw);
+  std::map<std::pair<uint32_t, int>, double> bucket_median;
+  for (auto& [b, v] : bucket_bw)
+    if (static_cast<int>(v.size()) >= opt.slow_min_samples) bucket_median[b] = median(v);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const Outcome& o = outcomes[gi];
+    auto it = bucket_median.find(bucket_of(gi));
+    if (o.busbw <= 0 || it == bucket_median.end() || o.busbw >= opt.slow_factor * it->second) continue;
+    CommSummary& cs = rep.comms[comm_at.at(groups[gi].key.comm)];
+    ++cs.slow_count;
+    uint64_t bytes = 0;
+    for (const Entry& e : groups[gi].by_comm_rank) bytes = std::max(bytes, e.c->bytes);
+    cs.slow.push_back({groups[gi].key.func, groups[gi].key.seq, bytes, o.last_arrival, o.transfer_ns, o.algbw, o.busbw,
+                       it->second, o.last_ranks});
+  }
+  for (CommSummary& cs : rep.comms) {
+    std::sort(cs.slow.begin(), cs.slow.end(), [](const SlowCollective& a, const SlowCollective& b) {
+      return a.busbw_gbps / a.median_busbw_gbps < b.busbw_gbps / b.median_busbw_gbps;
+    });
+    if (cs.slow.size() > opt.slow_listed) cs.slow.resize(opt.slow_listed);
+  }
+
+  // Per communicator and rank; persistent last arrivers are stragglers of scope "comm".
+  for (auto& [key, pr] : per_comm_rank) {
+    CommSummary& cs = rep.comms[key.first];
+    pr.last_share = cs.collectives ? double(pr.last) / double(cs.collectives) : 0;
+    cs.per_rank.push_back(pr);
+  }
+  for (size_t ci = 0; ci < rep.comms.size(); ++ci) {
+    const CommSummary& cs = rep.comms[ci];
+    for (const CommSummary::PerRank& pr : cs.per_rank) {
+      if (cs.collectives < static_cast<uint64_t>(opt.min_collectives) || pr.last < static_cast<uint64_t>(opt.min_last) ||
+          pr.last_share < cs.last_share_threshold)
+        continue;
+      Straggler s;
+      s.rank = pr.rank;
+      for (const CommRankStats& r : rep.ranks)
+        if (r.rank == pr.rank) s.host = r.host;
+      s.scope = "comm";
+      s.section = comm_label(m, cs);
+      s.metric = "last_arrival";
+      s.score = 1 - pr.last_share;
+      s.threshold = 1 - cs.last_share_threshold;
+      // The report windows in which it was (also) persistently last.
+      const int nwin = static_cast<int>(scores.windows.size());
+      std::vector<int> total(nwin, 0), mine(nwin, 0);
+      for (size_t gi = 0; nwin && gi < groups.size(); ++gi) {
+        if (comm_at.at(groups[gi].key.comm) != ci) continue;
+        double k = std::floor(double(outcomes[gi].last_arrival - scores.start_ns) / (scores.window_s * 1e9));
+        int w = static_cast<int>(std::clamp(k, 0.0, double(nwin - 1)));
+        ++total[w];
+        const auto& lr = outcomes[gi].last_ranks;
+        mine[w] += std::find(lr.begin(), lr.end(), pr.rank) != lr.end();
+      }
+      for (int w = 0; w < nwin; ++w)
+        if (total[w] >= 3 && double(mine[w]) / total[w] >= cs.last_share_threshold)
+          s.windows.push_back(scores.windows[w].index);
+      rep.stragglers.push_back(std::move(s));
+    }
+  }
+  std::stable_sort(rep.stragglers.begin(), rep.stragglers.end(),
+                   [](const Straggler& a, const Straggler& b) { return a.score < b.score; });
+  return rep;
+}
+
+}  // namespace laggard::report

@@ -1,0 +1,107 @@
+// Who everyone waited for: the cross-rank analysis of NCCL collectives. In a synchronous job
+// every rank's step takes as long as the slowest rank's, so step times cannot tell the culprit
+// from its victims; the collectives can. Each collective is matched across its ranks by
+// (communicator, function, seqNumber), and its GPU start times say who arrived when:
+//   wait(rank)  = last arrival - its arrival (its kernel time minus the time after the last
+//                 arrival: what it spent waiting for others)
+//   blame(rank) = the waits of the others, credited to the rank(s) that arrived last
+// Clocks of different hosts are aligned first (clock_offsets.h). A pure function of the model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "scores.h"
+
+namespace laggard::report {
+
+struct CommOptions {
+  // A rank "arrived last" in a collective when it arrived within lead_floor of the latest
+  // arrival, and the latest arrival came at least lead_floor after the earliest: arrivals closer
+  // than that are noise (launch jitter, clock alignment), and nobody arrived last.
+  double lead_floor_ns = 20'000;
+  // "Persistently last" (a straggler of scope "comm"): last in at least min_last of at least
+  // min_collectives matched collectives of a communicator, and in a share of them at least
+  // halfway between chance (1/n for n ranks) and always: share >= (1 + 1/n) / 2.
+  int min_collectives = 20;
+  int min_last = 10;
+  // Slow collective: bus bandwidth below slow_factor x the job's median for the same function
+  // and size (power-of-two bucket), where at least slow_min_samples collectives share that size.
+  double slow_factor = 0.5;
+  int slow_min_samples = 8;
+  size_t slow_listed = 10;  // examples kept per communicator, slowest first
+};
+
+struct CommRankStats {
+  int rank = -1;
+  std::string host;
+  uint64_t collectives = 0;   // matched collectives it took part in
+  uint64_t last = 0;          // ... in which it arrived last
+  double blame_ns = 0;        // time it made others wait
+  double waited_ns = 0;       // time it waited for others
+  double kernel_ns = 0;       // GPU time of its collective kernels
+  double clock_offset_ns = 0; // its host clock's correction (subtracted from its GPU times)
+  double clock_estimate_ns = 0;  // its own estimate, before taking its host's median
+  uint64_t p2p_ops = 0, p2p_bytes = 0;
+  double p2p_gpu_ns = 0;
+};
+
+struct SlowCollective {
+  uint32_t func = StringTable::kNone;
+  uint64_t seq = 0, bytes = 0;
+  int64_t last_arrival_ns = 0;  // on the reference clock
+  double transfer_ns = 0;       // latest end - last arrival: the data movement once all were there
+  double algbw_gbps = 0, busbw_gbps = 0, median_busbw_gbps = 0;
+  std::vector<int> last_ranks;
+};
+
+struct CommSummary {
+  uint32_t comm = StringTable::kNone;  // id (hash in hex)
+  uint32_t name = StringTable::kNone;
+  int nranks = 0;
+  std::vector<int> ranks;              // global ranks seen in it, by communicator rank
+  uint64_t collectives = 0;            // matched on every rank with GPU times
+  uint64_t incomplete = 0;             // seen on some ranks only, or without GPU times
+  double last_share_threshold = 1;     // (1 + 1/n) / 2
+  struct PerRank {
+    int rank = -1;
+    uint64_t last = 0;
+    double last_share = 0, blame_ns = 0, waited_ns = 0;
+  };
+  std::vector<PerRank> per_rank;
+  uint64_t slow_count = 0;
+  std::vector<SlowCollective> slow;    // slowest first, at most options.slow_listed
+};
+
+struct CommReport {
+  CommOptions options;
+  uint64_t ops = 0;                    // every NCCL operation read (collectives and p2p)
+  uint64_t matched = 0, incomplete = 0, p2p = 0;
+  std::vector<CommRankStats> ranks;    // one per model rank, in model order
+  std::vector<CommSummary> comms;
+  struct Clock {
+    bool corrected = false;            // more than one host: per-host offsets were applied
+    int reference_rank = -1;
+    double max_abs_offset_ns = 0, residual_ns = 0;
+    struct Host {
+      std::string host;
+      double offset_ns = 0, spread_ns = 0;
+      std::vector<int> ranks;
+    };
+    std::vector<Host> hosts;
+  } clock;
+  std::vector<Straggler> stragglers;   // scope "comm", metric "last_arrival"
+};
+
+// scores: for the report windows (when the straggler was last). Never throws for odd data.
+CommReport analyze_collectives(const RunModel& model, const ScoreReport& scores, const CommOptions& options = {});
+
+// nccl-tests' bus bandwidth factor for `func` over n ranks (1 for anything else).
+double bus_factor(const std::string& func, int n);
+// nccl-tests' "size" for algorithm bandwidth: NCCL reports AllGather per rank and
+// ReduceScatter per rank (recvcount), the others whole.
+double algbw_bytes(const std::string& func, uint64_t bytes, int n);
+
+}  // namespace laggard::report

@@ -1,0 +1,252 @@
+// Cross-rank NCCL analysis on synthetic runs: who arrived last, who waited, blame, clock
+// alignment across hosts, bandwidth and slow collectives.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "comm_analysis.h"
+
+namespace laggard::report {
+namespace {
+
+constexpr int64_t kT0 = 1'800'000'000'000'000'000;
+constexpr int64_t kMs = 1'000'000, kUs = 1'000;
+
+struct Scenario {
+  int nranks = 4;
+  int ncoll = 100;
+  int late_rank = 2;           // -1: nobody
+  int64_t late_by = 5 * kMs;
+  double late_share = 0.9;     // of the collectives
+  int64_t jitter = 5 * kUs;    // arrival noise of everybody
+  std::vector<std::string> hosts = {"a", "a", "b", "b"};
+  std::vector<int64_t> host_clock_shift = {0, 0, 0, 0};  // per rank, added to its GPU times
+  int64_t transfer = 200 * kUs;
+  uint64_t bytes = 4 << 20;
+  std::vector<int> slow_seqs;  // collectives whose transfer takes 10x longer
+  int missing_rank_seq = -1;   // this collective is missing on rank 0
+};
+
+RunModel build(const Scenario& sc) {
+  RunModel m;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> jit(0, sc.jitter);
+  std::uniform_real_distribution<double> u(0, 1);
+  uint32_t comm = m.strings.intern("00000000c0ffee00");
+  uint32_t name = m.strings.intern("world");
+  uint32_t func = m.strings.intern("AllReduce");
+  uint32_t dtype = m.strings.intern("ncclFloat32");
+  for (int r = 0; r < sc.nranks; ++r) {
+    RankData rd;
+    rd.rank = r;
+    rd.host = sc.hosts[r];
+    rd.world_size = sc.nranks;
+    CaptureWindow w;
+    w.start_ns = kT0;
+    w.end_ns = kT0 + int64_t(sc.ncoll + 1) * 20 * kMs;
+    rd.windows.push_back(w);
+    m.ranks.push_back(rd);
+  }
+  m.world_size = sc.nranks;
+  for (int i = 0; i < sc.ncoll; ++i) {
+    int64_t base = kT0 + int64_t(i) * 20 * kMs;
+    std::vector<int64_t> arrive(sc.nranks);
+    for (int r = 0; r < sc.nranks; ++r) arrive[r] = base + jit(rng);
+    if (sc.late_rank >= 0 && u(rng) < sc.late_share) arrive[sc.late_rank] += sc.late_by;
+    int64_t last = *std::max_element(arrive.begin(), arrive.end());
+    int64_t transfer = std::count(sc.slow_seqs.begin(), sc.slow_seqs.end(), i) ? 10 * sc.transfer : sc.transfer;
+    for (int r = 0; r < sc.nranks; ++r) {
+      if (i == sc.missing_rank_seq && r == 0) continue;
+      Collective c;
+      c.comm = comm;
+      c.comm_name = name;
+      c.comm_nranks = sc.nranks;
+      c.comm_rank = r;
+      c.func = func;
+      c.datatype = dtype;
+      c.seq = static_cast<uint64_t>(i);
+      c.bytes = sc.bytes;
+      c.count = sc.bytes / 4;
+      c.host_start_ns = arrive[r] - 30 * kUs;
+      c.host_end_ns = c.host_start_ns + 10 * kUs;
+      c.gpu_start_ns = arrive[r] + sc.host_clock_shift[r];
+      c.gpu_end_ns = last + transfer + jit(rng) / 5 + sc.host_clock_shift[r];
+      m.ranks[r].windows[0].collectives.push_back(c);
+    }
+  }
+  return m;
+}
+
+CommReport analyze(const RunModel& m) {
+  ScoreOptions so;
+  so.window_s = 0.5;
+  return analyze_collectives(m, compute_scores(m, so));
+}
+
+std::vector<int> comm_straggler_ranks(const CommReport& rep) {
+  std::vector<int> out;
+  for (const Straggler& s : rep.stragglers) {
+    EXPECT_EQ(s.scope, "comm");
+    EXPECT_EQ(s.metric, "last_arrival");
+    EXPECT_LT(s.score, s.threshold);
+    out.push_back(s.rank);
+  }
+  return out;
+}
+
+TEST(CommAnalysis, LateRankIsBlamedAndTheOthersWaited) {
+  Scenario sc;
+  RunModel m = build(sc);
+  CommReport rep = analyze(m);
+  EXPECT_EQ(rep.matched, 100u);
+  EXPECT_EQ(rep.incomplete, 0u);
+  ASSERT_EQ(rep.ranks.size(), 4u);
+  const CommRankStats& late = rep.ranks[2];
+  EXPECT_GE(late.last, 85u);
+  EXPECT_LE(late.last, 95u);
+  // Three ranks wait ~5 ms in each late collective; all of it is rank 2's doing.
+  EXPECT_NEAR(late.blame_ns, 3.0 * 5 * kMs * late.last, 3.0 * 100 * 10 * kUs);
+  EXPECT_LT(late.waited_ns, 100.0 * 10 * kUs);
+  for (int r : {0, 1, 3}) {
+    EXPECT_GT(rep.ranks[r].waited_ns, 0.8 * 5 * kMs * late.last) << r;
+    EXPECT_LT(rep.ranks[r].blame_ns, 0.01 * late.blame_ns) << r;
+    EXPECT_LT(rep.ranks[r].last, 10u) << r;
+  }
+  EXPECT_EQ(comm_straggler_ranks(rep), std::vector<int>{2});
+  ASSERT_EQ(rep.stragglers.size(), 1u);
+  EXPECT_EQ(rep.stragglers[0].section, "comm world");
+  EXPECT_NEAR(rep.stragglers[0].score, 1 - double(late.last) / 100, 1e-9);
+  EXPECT_DOUBLE_EQ(rep.stragglers[0].threshold, 1 - 0.625);  // 4 ranks: halfway between 1/4 and 1
+  EXPECT_FALSE(rep.stragglers[0].windows.empty());
+  ASSERT_EQ(rep.comms.size(), 1u);
+  EXPECT_EQ(rep.comms[0].ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_FALSE(rep.clock.corrected && rep.clock.max_abs_offset_ns > 50 * kUs);
+}
+
+TEST(CommAnalysis, ShiftedHostClocksGiveTheSameVerdictAfterAlignment) {
+  Scenario sc;
+  RunModel plain = build(sc);
+  // Host b's clock runs 8 ms behind: uncorrected, rank 2 would look 3 ms early and host a's
+  // ranks late.
+  sc.host_clock_shift = {0, 0, -8 * kMs, -8 * kMs};
+  RunModel shifted = build(sc);
+  CommReport a = analyze(plain), b = analyze(shifted);
+  EXPECT_TRUE(b.clock.corrected);
+  EXPECT_NEAR(b.clock.max_abs_offset_ns, 8.0 * kMs, 20 * kUs);
+  ASSERT_EQ(b.clock.hosts.size(), 2u);
+  EXPECT_NEAR(b.clock.hosts[1].offset_ns, -8.0 * kMs, 20 * kUs);
+  EXPECT_EQ(b.clock.hosts[0].offset_ns, 0);
+  EXPECT_EQ(b.clock.reference_rank, 0);
+  EXPECT_LT(b.clock.residual_ns, 10 * kUs);
+  EXPECT_NEAR(b.ranks[2].clock_offset_ns, -8.0 * kMs, 20 * kUs);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(b.ranks[r].last, a.ranks[r].last) << r;
+    EXPECT_NEAR(b.ranks[r].blame_ns, a.ranks[r].blame_ns, 0.01 * a.ranks[2].blame_ns) << r;
+    EXPECT_NEAR(b.ranks[r].waited_ns, a.ranks[r].waited_ns, 0.01 * a.ranks[0].waited_ns) << r;
+  }
+  EXPECT_EQ(comm_straggler_ranks(b), std::vector<int>{2});
+}
+
+TEST(CommAnalysis, BalancedRanksHaveNoStraggler) {
+  Scenario sc;
+  sc.late_rank = -1;
+  CommReport rep = analyze(build(sc));
+  EXPECT_TRUE(rep.stragglers.empty());
+  for (const CommRankStats& r : rep.ranks) EXPECT_EQ(r.last, 0u);  // arrivals within the 20 us floor
+  // Noticeable but random lateness: every rank last about a quarter of the time, none persistently.
+  sc.jitter = 2 * kMs;
+  rep = analyze(build(sc));
+  EXPECT_TRUE(rep.stragglers.empty()) << rep.stragglers.size();
+  uint64_t lasts = 0;
+  for (const CommRankStats& r : rep.ranks) lasts += r.last;
+  EXPECT_GE(lasts, 95u);
+}
+
+TEST(CommAnalysis, OccasionalLatenessIsNotPersistent) {
+  Scenario sc;
+  sc.late_share = 0.4;  // below (1 + 1/4) / 2
+  CommReport rep = analyze(build(sc));
+  EXPECT_TRUE(rep.stragglers.empty());
+  EXPECT_GT(rep.ranks[2].blame_ns, 10 * rep.ranks[0].blame_ns);  // still the one to blame
+}
+
+TEST(CommAnalysis, FewCollectivesAreNotEnoughForAVerdict) {
+  Scenario sc;
+  sc.ncoll = 15;
+  sc.late_share = 1;
+  CommReport rep = analyze(build(sc));
+  EXPECT_EQ(rep.ranks[2].last, 15u);
+  EXPECT_TRUE(rep.stragglers.empty());
+}
+
+TEST(CommAnalysis, BandwidthFactorsAndSlowCollectives) {
+  EXPECT_DOUBLE_EQ(bus_factor("AllReduce", 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor("AllGather", 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor("ReduceScatter", 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor("Broadcast", 8), 1);
+  EXPECT_DOUBLE_EQ(bus_factor("Reduce", 8), 1);
+  EXPECT_DOUBLE_EQ(algbw_bytes("AllGather", 100, 4), 400);
+  EXPECT_DOUBLE_EQ(algbw_bytes("ReduceScatter", 100, 4), 400);
+  EXPECT_DOUBLE_EQ(algbw_bytes("AllReduce", 100, 4), 100);
+
+  Scenario sc;
+  sc.late_rank = -1;
+  sc.slow_seqs = {10, 50};
+  RunModel m = build(sc);
+  CommReport rep = analyze(m);
+  ASSERT_EQ(rep.comms.size(), 1u);
+  const CommSummary& c = rep.comms[0];
+  EXPECT_EQ(c.slow_count, 2u);
+  ASSERT_EQ(c.slow.size(), 2u);
+  // 4 MiB in 200 us: algbw 20.97 GB/s, busbw x1.5; the slow ones take 2 ms.
+  double algbw = double(4 << 20) / (200.0 * kUs);
+  EXPECT_NEAR(c.slow[0].median_busbw_gbps, algbw * 1.5, 0.02 * algbw);
+  EXPECT_NEAR(c.slow[0].busbw_gbps, algbw * 1.5 / 10, 0.002 * algbw);
+  EXPECT_NEAR(c.slow[0].algbw_gbps, algbw / 10, 0.002 * algbw);
+  std::vector<uint64_t> seqs = {c.slow[0].seq, c.slow[1].seq};
+  std::sort(seqs.begin(), seqs.end());
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{10, 50}));
+  EXPECT_EQ(m.strings.at(c.slow[0].func), "AllReduce");
+}
+
+TEST(CommAnalysis, IncompleteCollectivesAndP2pAreCountedNotMatched) {
+  Scenario sc;
+  sc.missing_rank_seq = 5;
+  RunModel m = build(sc);
+  Collective p2p;
+  p2p.p2p = true;
+  p2p.comm = m.strings.intern("00000000c0ffee00");
+  p2p.func = m.strings.intern("Send");
+  p2p.peer = 1;
+  p2p.bytes = 64;
+  p2p.gpu_start_ns = kT0;
+  p2p.gpu_end_ns = kT0 + 3 * kUs;
+  m.ranks[0].windows[0].collectives.push_back(p2p);
+  // A collective without GPU times on one rank cannot be placed either.
+  m.ranks[1].windows[0].collectives[7].gpu_start_ns = 0;
+  m.ranks[1].windows[0].collectives[7].gpu_end_ns = 0;
+  CommReport rep = analyze(m);
+  EXPECT_EQ(rep.matched, 98u);
+  EXPECT_EQ(rep.incomplete, 2u);
+  EXPECT_EQ(rep.p2p, 1u);
+  EXPECT_EQ(rep.ranks[0].p2p_ops, 1u);
+  EXPECT_EQ(rep.ranks[0].p2p_bytes, 64u);
+  EXPECT_DOUBLE_EQ(rep.ranks[0].p2p_gpu_ns, 3.0 * kUs);
+  EXPECT_EQ(rep.ops, 4u * 100 - 1 + 1);
+}
+
+TEST(CommAnalysis, NoNcclDataIsAnEmptyReport) {
+  RunModel m;
+  RankData r;
+  r.rank = 0;
+  r.windows.push_back({});
+  m.ranks.push_back(r);
+  CommReport rep = analyze(m);
+  EXPECT_EQ(rep.ops, 0u);
+  EXPECT_EQ(rep.matched, 0u);
+  EXPECT_TRUE(rep.comms.empty());
+  EXPECT_TRUE(rep.stragglers.empty());
+}
+
+}  // namespace
+}  // namespace laggard::report
