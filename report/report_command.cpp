@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "render.h"
+#include "render_comm.h"
 
 namespace laggard::cli {
 
@@ -15,6 +16,8 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     return 2;
   }
   report::ScoreReport scores = report::compute_scores(model, o.scores);
+  report::CommReport comm = report::analyze_collectives(model, scores);
+  scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
 
   std::ofstream file;
   std::ostream* dest = &out;
@@ -26,8 +29,14 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     }
     dest = &file;
   }
-  if (o.format == "json") *dest << report::render_json(model, scores).dump(2) << '\n';
-  else report::render_text(model, scores, *dest);
+  if (o.format == "json") {
+    nlohmann::json j = report::render_json(model, scores);
+    j["comm"] = report::render_comm_json(model, comm);
+    *dest << j.dump(2) << '\n';
+  } else {
+    report::render_text(model, scores, *dest);
+    report::render_comm_text(model, comm, *dest);
+  }
   dest->flush();
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;

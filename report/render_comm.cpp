@@ -1,0 +1,177 @@
+#include "render_comm.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace laggard::report {
+namespace {
+
+using nlohmann::json;
+
+double ms(double ns) { return ns / 1e6; }
+
+std::string bytes_str(uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(b) / (1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(b) / (1ull << 20));
+  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", double(b) / (1ull << 10));
+  return fmt::format("{} B", b);
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + (x < 0 ? std::string("?") : std::to_string(x));
+  return s;
+}
+
+std::string comm_name(const RunModel& m, const CommSummary& c) {
+  return c.name != StringTable::kNone ? m.strings.at(c.name) : std::string("(unnamed)");
+}
+
+}  // namespace
+
+void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& out) {
+  if (!rep.ops) return;
+  const CommOptions& o = rep.options;
+  out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
+                     "only or without GPU times; {} p2p operations\n",
+                     rep.matched, rep.comms.size(), rep.incomplete, rep.p2p);
+  if (!rep.matched) return;
+  if (!rep.clock.corrected) {
+    out << "  Clocks: one host, no correction needed.\n";
+  } else {
+    out << fmt::format("  Clocks: {} hosts aligned on the collectives' end times; correction up to {:.3f} ms, "
+                       "residual {:.3f} ms (rank {}'s host is the reference):",
+                       rep.clock.hosts.size(), ms(rep.clock.max_abs_offset_ns), ms(rep.clock.residual_ns),
+                       rep.clock.reference_rank);
+    for (const auto& h : rep.clock.hosts) out << fmt::format(" {} {:+.3f}", h.host, ms(h.offset_ns));
+    out << " ms\n";
+  }
+  out << fmt::format("  A rank arrived last when its GPU reached the collective within {:.3f} ms of the latest rank,\n"
+                     "  and that was at least {:.3f} ms after the earliest. WAITED: time spent waiting for others;\n"
+                     "  BLAME: the time the others waited for it.\n",
+                     ms(o.lead_floor_ns), ms(o.lead_floor_ns));
+
+  std::vector<const CommRankStats*> rows;
+  for (const CommRankStats& r : rep.ranks) rows.push_back(&r);
+  const size_t kMaxRows = 16;
+  if (rows.size() > kMaxRows) {
+    std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->blame_ns > b->blame_ns; });
+    rows.resize(10);
+  }
+  out << fmt::format("  {:>5}  {:<16} {:>7} {:>6} {:>6} {:>11} {:>11} {:>11}\n", "RANK", "HOST", "COLLS", "LAST",
+                     "LAST%", "BLAME ms", "WAITED ms", "KERNEL ms");
+  for (const CommRankStats* r : rows)
+    out << fmt::format("  {:>5}  {:<16} {:>7} {:>6} {:>6.1f} {:>11.3f} {:>11.3f} {:>11.3f}\n", r->rank, r->host,
+                       r->collectives, r->last, r->collectives ? 100.0 * r->last / r->collectives : 0.0,
+                       ms(r->blame_ns), ms(r->waited_ns), ms(r->kernel_ns));
+  if (rep.ranks.size() > rows.size())
+    out << fmt::format("  ... {} more ranks (the 10 with the most blame are shown; all are in --format json)\n",
+                       rep.ranks.size() - rows.size());
+
+  out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
+                     "  communicator, and in a share >= (1 + 1/n)/2, halfway between chance and always.\n",
+                     o.min_last, o.min_collectives);
+  for (const CommSummary& c : rep.comms) {
+    out << fmt::format("  comm {} ({}, {} ranks: {}): {} collectives", comm_name(m, c), m.strings.at(c.comm),
+                       c.nranks, join(c.ranks), c.collectives);
+    const CommSummary::PerRank* top = nullptr;
+    for (const auto& pr : c.per_rank)
+      if (!top || pr.last > top->last) top = &pr;
+    if (top && top->last)
+      out << fmt::format("; last most often: rank {} ({:.1f}%, threshold {:.1f}%)", top->rank,
+                         100 * top->last_share, 100 * c.last_share_threshold);
+    out << '\n';
+    if (!c.slow_count) continue;
+    out << fmt::format("    slow collectives (bus bandwidth below {:.2f}x the job's median for the same function and "
+                       "size): {}\n", o.slow_factor, c.slow_count);
+    for (const SlowCollective& s : c.slow)
+      out << fmt::format("      {:<14} seq {:<8} {:>10}  busbw {:8.2f} GB/s (median {:.2f})  transfer {:.3f} ms  "
+                         "last: {}\n",
+                         m.strings.at(s.func), s.seq, bytes_str(s.bytes), s.busbw_gbps, s.median_busbw_gbps,
+                         ms(s.transfer_ns), s.last_ranks.empty() ? std::string("-") : join(s.last_ranks));
+  }
+}
+
+json render_comm_json(const RunModel& m, const CommReport& rep) {
+  const CommOptions& o = rep.options;
+  json j;
+  j["ops"] = rep.ops;
+  j["collectives"] = rep.matched;
+  j["incomplete"] = rep.incomplete;
+  j["p2p"] = rep.p2p;
+  j["criteria"] = {
+      {"lead_floor_ms", ms(o.lead_floor_ns)},
+      {"min_collectives", o.min_collectives},
+      {"min_last", o.min_last},
+      {"last_share_threshold", "(1 + 1/n) / 2 for n ranks"},
+      {"slow_factor", o.slow_factor},
+      {"slow_min_samples", o.slow_min_samples},
+      {"wait", "last arrival - own arrival (GPU start), at most the own kernel time"},
+      {"blame", "waits of the others, split among the ranks that arrived last"},
+      {"transfer", "latest end - last arrival; algbw = size / transfer, busbw = algbw x nccl-tests factor"}};
+
+  json hosts = json::array();
+  for (const auto& h : rep.clock.hosts)
+    hosts.push_back({{"host", h.host}, {"offset_ms", ms(h.offset_ns)}, {"rank_spread_ms", ms(h.spread_ns)},
+                     {"ranks", h.ranks}});
+  j["clock"] = {{"method", "per-host offsets from the end times of symmetric collectives (median fit)"},
+                {"corrected", rep.clock.corrected},
+                {"reference_rank", rep.clock.reference_rank >= 0 ? json(rep.clock.reference_rank) : json(nullptr)},
+                {"max_abs_offset_ms", ms(rep.clock.max_abs_offset_ns)},
+                {"residual_ms", ms(rep.clock.residual_ns)},
+                {"hosts", hosts}};
+
+  json ranks = json::array();
+  for (const CommRankStats& r : rep.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"collectives", r.collectives},
+                     {"last_count", r.last},
+                     {"last_share", r.collectives ? double(r.last) / r.collectives : 0.0},
+                     {"blame_ms", ms(r.blame_ns)},
+                     {"waited_ms", ms(r.waited_ns)},
+                     {"kernel_ms", ms(r.kernel_ns)},
+                     {"clock_offset_ms", ms(r.clock_offset_ns)},
+                     {"clock_estimate_ms", ms(r.clock_estimate_ns)},
+                     {"p2p_ops", r.p2p_ops},
+                     {"p2p_bytes", r.p2p_bytes},
+                     {"p2p_gpu_ms", ms(r.p2p_gpu_ns)}});
+  j["ranks"] = std::move(ranks);
+
+  json comms = json::array();
+  for (const CommSummary& c : rep.comms) {
+    json per_rank = json::array();
+    for (const auto& pr : c.per_rank)
+      per_rank.push_back({{"rank", pr.rank},
+                          {"last_count", pr.last},
+                          {"last_share", pr.last_share},
+                          {"blame_ms", ms(pr.blame_ns)},
+                          {"waited_ms", ms(pr.waited_ns)}});
+    json slow = json::array();
+    for (const SlowCollective& s : c.slow)
+      slow.push_back({{"func", m.strings.at(s.func)},
+                      {"seq", s.seq},
+                      {"bytes", s.bytes},
+                      {"last_arrival_ns", s.last_arrival_ns},
+                      {"transfer_ms", ms(s.transfer_ns)},
+                      {"algbw_gbps", s.algbw_gbps},
+                      {"busbw_gbps", s.busbw_gbps},
+                      {"median_busbw_gbps", s.median_busbw_gbps},
+                      {"last_ranks", s.last_ranks}});
+    comms.push_back({{"id", m.strings.at(c.comm)},
+                     {"name", c.name != StringTable::kNone ? json(m.strings.at(c.name)) : json(nullptr)},
+                     {"nranks", c.nranks},
+                     {"ranks", c.ranks},
+                     {"collectives", c.collectives},
+                     {"incomplete", c.incomplete},
+                     {"last_share_threshold", c.last_share_threshold},
+                     {"per_rank", per_rank},
+                     {"slow_count", c.slow_count},
+                     {"slow", slow}});
+  }
+  j["communicators"] = std::move(comms);
+  return j;
+}
+
+}  // namespace laggard::report

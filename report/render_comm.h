@@ -1,0 +1,18 @@
+// Renders the NCCL analysis (comm_analysis.h): a text section after the main report, and the
+// "comm" object of the JSON report.
+#pragma once
+
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "comm_analysis.h"
+#include "model.h"
+
+namespace laggard::report {
+
+// Prints nothing when the run has no NCCL data.
+void render_comm_text(const RunModel& model, const CommReport& comm, std::ostream& out);
+nlohmann::json render_comm_json(const RunModel& model, const CommReport& comm);
+
+}  // namespace laggard::report

@@ -1,0 +1,250 @@
+// laggard-fake-nccl: a CPU-only stand-in for NCCL in a synchronous data-parallel job. It loads
+// the profiler plugin exactly as NCCL does (NCCL_PROFILER_PLUGIN, dlopen flags, versioned
+// symbols newest first), then drives it the way NCCL 2.27-2.29 do for an AllReduce loop: API
+// and group events, the collective's enqueue on the calling thread, and per-channel kernel
+// events with GPU timestamps from a separate "proxy" thread. One rank can arrive late.
+//
+//   laggard-fake-nccl --base-ns NS [--steps N] [--step-ms MS] [--channels C]
+//                     [--late-rank R --late-ms MS] [--loader 2.28|2.27.3] [--abi auto|4|5|6]
+//                     [--finalize]
+//
+// GPU timestamps are synthetic: step i of every rank happens at base + i * step-ms on one
+// shared timeline, so ranks (separate processes started by `laggard run --nproc`) agree on
+// who arrived when without talking to each other. The communicator is never destroyed unless
+// --finalize: most real jobs never call ncclCommDestroy.
+#include <dlfcn.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include "abi_v4.h"
+#include "abi_v6.h"
+
+namespace {
+
+namespace nabi = laggard::nccl::abi;
+
+struct Options {
+  int64_t base_ns = 0;
+  int steps = 60;
+  double step_ms = 4;
+  int channels = 2;
+  int late_rank = -1;
+  double late_ms = 3;
+  std::string loader = "2.28";
+  std::string abi = "auto";
+  bool finalize = false;
+};
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr, "laggard-fake-nccl: %s\n", msg);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--base-ns") o.base_ns = std::atoll(next());
+    else if (a == "--steps") o.steps = std::atoi(next());
+    else if (a == "--step-ms") o.step_ms = std::atof(next());
+    else if (a == "--channels") o.channels = std::atoi(next());
+    else if (a == "--late-rank") o.late_rank = std::atoi(next());
+    else if (a == "--late-ms") o.late_ms = std::atof(next());
+    else if (a == "--loader") o.loader = next();
+    else if (a == "--abi") o.abi = next();
+    else if (a == "--finalize") o.finalize = true;
+    else usage(("unknown option " + a).c_str());
+  }
+  if (!o.base_ns) usage("--base-ns is required (the shared timeline's start, epoch ns)");
+  return o;
+}
+
+// NCCL's plugin_open.cc, as of the given version: which library NCCL_PROFILER_PLUGIN opens.
+void* open_plugin(const std::string& loader) {
+  const char* env = std::getenv("NCCL_PROFILER_PLUGIN");
+  std::string name = env ? env : "";
+  auto try_open = [](const std::string& n) -> void* {
+    if (n.empty()) return nullptr;
+    bool is_static = strncasecmp(n.c_str(), "STATIC_PLUGIN", n.size()) == 0;
+    return dlopen(is_static ? nullptr : n.c_str(), RTLD_NOW | RTLD_LOCAL);
+  };
+  auto lib_so = [](const std::string& n) {
+    return n.size() >= 7 && n.compare(0, 3, "lib") == 0 && n.compare(n.size() - 3, 3, ".so") == 0;
+  };
+  if (name.empty()) return try_open("libnccl-profiler.so");
+  if (strcasecmp(name.c_str(), "none") == 0) return nullptr;
+  if (loader == "2.27.3")  // only lib*.so is opened as given; anything else becomes a plugin name
+    return try_open(lib_so(name) ? name : "libnccl-profiler-" + name + ".so");
+  if (void* h = try_open(name)) return h;
+  if (name.find('/') == std::string::npos && !lib_so(name)) return try_open("libnccl-profiler-" + name + ".so");
+  return nullptr;
+}
+
+// Deterministic per (rank, step) noise in [0, 5 us): arrival jitter of a healthy rank.
+int64_t jitter(int rank, int step) {
+  uint64_t x = uint64_t(rank) * 0x9e3779b97f4a7c15ull ^ uint64_t(step) * 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 29;
+  return static_cast<int64_t>(x % 5000);
+}
+
+// The proxy thread's work: kernel channel events of one op.
+struct KernelWork {
+  void* op;
+  uint64_t start, stop;
+};
+
+template <class Table, class Descr>
+int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
+  void* ctx = nullptr;
+  int mask = 0;
+  uint64_t comm_hash = 0x5eedc0ffee000000ull | uint64_t(world);
+  int rc;
+  if constexpr (std::is_same_v<Table, nabi::ProfilerV4>)
+    rc = table->init(&ctx, &mask, "world", comm_hash, world, world, rank, nullptr);
+  else
+    rc = table->init(&ctx, comm_hash, &mask, "world", world, world, rank, nullptr);
+  std::printf("rank %d: plugin '%s' init rc=%d mask=0x%x context=%s\n", rank, table->name, rc, mask,
+              ctx ? "set" : "null");
+  if (!mask) return 0;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<KernelWork> queue;
+  bool done = false;
+  std::thread proxy([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return done || !queue.empty(); });
+      if (queue.empty()) return;
+      KernelWork w = queue.front();
+      queue.pop_front();
+      lock.unlock();
+      for (int c = 0; c < o.channels; ++c) {
+        Descr k{};
+        k.type = nabi::kKernelCh;
+        k.parentObj = w.op;
+        k.kernelCh.channelId = static_cast<uint8_t>(c);
+        k.kernelCh.pTimer = w.start + c * 40;
+        void* h = nullptr;
+        table->startEvent(ctx, &h, &k);
+        if (!h) continue;
+        nabi::StateArgs a{};
+        a.kernelCh.pTimer = w.stop - c * 40;
+        table->recordEventState(h, nabi::kStateKernelChStop, &a);
+        table->stopEvent(h);
+      }
+      lock.lock();
+    }
+  });
+
+  const int64_t step_ns = static_cast<int64_t>(o.step_ms * 1e6);
+  const int64_t late_ns = static_cast<int64_t>(o.late_ms * 1e6);
+  for (int i = 0; i < o.steps; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000)));
+    void* api = nullptr;
+    if constexpr (!std::is_same_v<Descr, nabi::DescrV4>) {
+      Descr g{};
+      g.type = nabi::kGroupApi;
+      table->startEvent(ctx, &api, &g);
+      table->recordEventState(api, 23, nullptr);
+      table->recordEventState(api, 24, nullptr);
+    }
+    Descr group{};
+    group.type = nabi::kGroup;
+    void* group_handle = nullptr;
+    table->startEvent(ctx, &group_handle, &group);
+    Descr d{};
+    d.type = nabi::kColl;
+    d.parentObj = group_handle;
+    d.rank = rank;
+    d.coll.seqNumber = static_cast<uint64_t>(i);
+    d.coll.func = "AllReduce";
+    d.coll.count = 1 << 20;
+    d.coll.root = 0;
+    d.coll.datatype = "ncclFloat32";
+    d.coll.nChannels = static_cast<uint8_t>(o.channels);
+    d.coll.nWarps = 16;
+    d.coll.algo = "RING";
+    d.coll.proto = "SIMPLE";
+    void* op = nullptr;
+    // NCCL 2.27 (v4) starts collectives only under a non-null group handle.
+    if (v5_events || group_handle) table->startEvent(ctx, &op, &d);
+    void* send = nullptr;
+    if (i % 10 == 0) {  // a pipeline-style send to the next rank now and then
+      Descr p{};
+      p.type = nabi::kP2p;
+      p.parentObj = group_handle;
+      p.rank = rank;
+      p.p2p.func = "Send";
+      p.p2p.datatype = "ncclFloat32";
+      p.p2p.count = 4096;
+      p.p2p.peer = (rank + 1) % world;
+      p.p2p.nChannels = 1;
+      table->startEvent(ctx, &send, &p);
+    }
+    if (op) table->stopEvent(op);
+    if (send) table->stopEvent(send);
+    if (group_handle) table->stopEvent(group_handle);
+    if (api) table->stopEvent(api);
+
+    const int64_t step0 = o.base_ns + int64_t(i) * step_ns;
+    const bool anyone_late = o.late_rank >= 0 && o.late_rank < world;
+    const int64_t arrive = step0 + jitter(rank, i) + (rank == o.late_rank ? late_ns : 0);
+    const int64_t last = step0 + (anyone_late ? late_ns : 0) + 5000;
+    const int64_t end = last + 300'000 + jitter(rank + 100, i) / 10;
+    std::lock_guard<std::mutex> lock(mu);
+    if (op) queue.push_back({op, static_cast<uint64_t>(arrive), static_cast<uint64_t>(end)});
+    if (send) queue.push_back({send, static_cast<uint64_t>(arrive), static_cast<uint64_t>(arrive + 20'000)});
+    cv.notify_one();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_one();
+  }
+  proxy.join();
+  if (o.finalize) table->finalize(ctx);
+  std::printf("rank %d: %d steps done\n", rank, o.steps);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  const char* r = std::getenv("RANK");
+  const char* w = std::getenv("WORLD_SIZE");
+  int rank = r ? std::atoi(r) : 0, world = w ? std::atoi(w) : 1;
+  void* lib = open_plugin(o.loader);
+  const char* env = std::getenv("NCCL_PROFILER_PLUGIN");
+  if (!lib) {
+    std::printf("rank %d: no profiler plugin (NCCL_PROFILER_PLUGIN=%s)\n", rank, env ? env : "(unset)");
+    return 0;
+  }
+  // Newest interface first, as NCCL 2.29 does (2.28 starts at v5, 2.27 at v4).
+  void* v6 = o.abi == "auto" || o.abi == "6" ? dlsym(lib, "ncclProfiler_v6") : nullptr;
+  void* v5 = o.abi == "auto" || o.abi == "5" ? dlsym(lib, "ncclProfiler_v5") : nullptr;
+  void* v4 = o.abi == "auto" || o.abi == "4" ? dlsym(lib, "ncclProfiler_v4") : nullptr;
+  if (v6) return drive<nabi::ProfilerV6, nabi::DescrV6>(static_cast<nabi::ProfilerV6*>(v6), o, rank, world, true);
+  if (v5) return drive<nabi::ProfilerV5, nabi::DescrV5>(static_cast<nabi::ProfilerV5*>(v5), o, rank, world, true);
+  if (v4) return drive<nabi::ProfilerV4, nabi::DescrV4>(static_cast<nabi::ProfilerV4*>(v4), o, rank, world, false);
+  std::printf("rank %d: plugin has no ncclProfiler_v4/v5/v6 table\n", rank);
+  return 0;
+}
