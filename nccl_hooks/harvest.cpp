@@ -43,13 +43,11 @@ void Profiler::harvest(int64_t now, bool final) {
     uint32_t state = s.state.load(std::memory_order_acquire);
     if (!(state & kLive)) continue;
     uint32_t gen = s.gen.load(std::memory_order_relaxed);
-    uint32_t activity = s.activity.load(std::memory_order_acquire);
-    Track& t = track_[i];
-    if (t.gen != gen || t.activity != activity) {
-      t = {gen, activity, now};
-    }
     uint64_t stopped = s.chan_stopped.load(std::memory_order_acquire);
     uint64_t started = s.chan_started.load(std::memory_order_acquire);
+    Track& t = track_[i];
+    if (t.gen != gen || t.state != state || t.started != started || t.stopped != stopped)
+      t = {gen, state, started, stopped, now};
     bool host_done = state & kHostStopped;
     bool all_started_stopped = (started & ~stopped) == 0;
     int channels = std::popcount(stopped);

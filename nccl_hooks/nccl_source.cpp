@@ -14,6 +14,7 @@ namespace {
 
 std::atomic<Profiler*> g_profiler{nullptr};  // never freed: NCCL may call in during exit
 std::atomic<bool> g_forked{false};
+std::mutex g_create_mu;
 
 void on_drain() {
   if (Profiler* p = g_profiler.load(std::memory_order_acquire)) p->harvest(mono_ns(), false);
@@ -27,7 +28,10 @@ void on_window(WindowSnapshot& w, bool final) {
 }
 
 // NCCL in a forked child belongs to the child; the parent's flush thread is gone there.
-void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+void on_fork_child() {
+  g_forked.store(true, std::memory_order_relaxed);
+  g_active_profiler.store(nullptr, std::memory_order_relaxed);
+}
 
 const bool g_registered = [] {
   SourceHooks hooks{"nccl"};
@@ -40,19 +44,16 @@ const bool g_registered = [] {
 
 }  // namespace
 
-Profiler* active_profiler() {
-  if (g_forked.load(std::memory_order_relaxed)) return nullptr;
-  return g_profiler.load(std::memory_order_acquire);
-}
+std::atomic<Profiler*> g_active_profiler{nullptr};
 
 Profiler* profiler_for_init() {
   if (g_forked.load(std::memory_order_relaxed) || !plugin_allowed() || !activate_capture()) return nullptr;
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(g_create_mu);
   Profiler* p = g_profiler.load(std::memory_order_acquire);
   if (!p) {
     p = new Profiler(ProfilerOptions{}, measure_epoch_offset_ns());
     g_profiler.store(p, std::memory_order_release);
+    if (!g_forked.load(std::memory_order_relaxed)) g_active_profiler.store(p, std::memory_order_release);
     log_info("NCCL profiler plugin active: capturing collectives and their GPU channel times");
   }
   return p;

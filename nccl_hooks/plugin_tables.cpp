@@ -55,7 +55,9 @@ abi::Result start_event(void* context, void** handle, D* d) {
     Profiler* p = active_profiler();
     if (!p || !d) return abi::kSuccess;
     const uint64_t type = d->type;
-    if (type == abi::kColl) {
+    if (type == abi::kKernelCh) {  // the most frequent: one per channel
+      *handle = p->start_kernel_ch(d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+    } else if (type == abi::kColl) {
       CollInfo c;
       c.seq = d->coll.seqNumber;
       c.func = d->coll.func;
@@ -66,8 +68,6 @@ abi::Result start_event(void* context, void** handle, D* d) {
       c.algo = d->coll.algo;
       c.proto = d->coll.proto;
       *handle = p->start_coll(context, c);
-    } else if (type == abi::kKernelCh) {
-      *handle = p->start_kernel_ch(d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
     } else if (type == abi::kP2p) {
       P2pInfo i;
       i.func = d->p2p.func;

@@ -182,7 +182,6 @@ void* Profiler::start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_star
   uint64_t bit = uint64_t{1} << channel;
   s->chan_started.fetch_or(bit, std::memory_order_acq_rel);
   if (gpu_start) atomic_min(s->gpu_start, gpu_start);
-  s->activity.fetch_add(1, std::memory_order_release);
   uint32_t gen = static_cast<uint32_t>(reinterpret_cast<uint64_t>(parent) >> 32);
   return encode(kTagKernel, channel, static_cast<uint32_t>(s - slots_.get()), gen);
 }
@@ -199,20 +198,18 @@ void Profiler::record_kernel_ch_stop(void* handle, uint64_t gpu_stop) {
 }
 
 void Profiler::stop(void* handle) {
-  auto v = reinterpret_cast<uint64_t>(handle);
-  if (!handle || (v & 3) == kTagGroup) return;
+  const uint32_t tag = reinterpret_cast<uint64_t>(handle) & 3;
+  if (!handle || tag == kTagGroup) return;
   uint32_t channel = 0;
-  if (Slot* s = slot_of(handle, kTagOp, nullptr)) {
+  if (tag == kTagKernel) {
+    if (Slot* k = slot_of(handle, kTagKernel, &channel)) {
+      uint64_t bit = uint64_t{1} << channel;
+      if (!(k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel) & bit)) return;
+    }
+  } else if (Slot* s = slot_of(handle, kTagOp, nullptr)) {
     int64_t expected = 0;
     if (s->host_end.compare_exchange_strong(expected, mono_ns(), std::memory_order_acq_rel)) {
       s->state.fetch_or(kHostStopped, std::memory_order_release);
-      s->activity.fetch_add(1, std::memory_order_release);
-      return;
-    }
-  } else if (Slot* k = slot_of(handle, kTagKernel, &channel)) {
-    uint64_t bit = uint64_t{1} << channel;
-    if (!(k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel) & bit)) {
-      k->activity.fetch_add(1, std::memory_order_release);
       return;
     }
   }

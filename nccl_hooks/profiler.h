@@ -89,7 +89,6 @@ class Profiler {
   struct alignas(64) Slot {
     std::atomic<uint32_t> gen{0};         // odd while in use; a handle carries the gen it was issued with
     std::atomic<uint32_t> state{0};
-    std::atomic<uint32_t> activity{0};    // bumped by every accepted event (timeouts watch it)
     uint32_t comm = 0;
     std::atomic<uint64_t> chan_started{0}, chan_stopped{0};  // bit per channel
     std::atomic<uint64_t> gpu_start{0}, gpu_end{0};           // min / max over channels
@@ -144,7 +143,10 @@ class Profiler {
 
   // Flush-thread state.
   struct Track {
-    uint32_t gen = 0, activity = 0;
+    // Last seen progress of the slot; timeouts count from the last change (no counter on the
+    // hot path: the channel masks and the state are the progress).
+    uint32_t gen = 0, state = 0;
+    uint64_t started = 0, stopped = 0;
     int64_t since = 0;
   };
   std::vector<Track> track_;
