@@ -131,9 +131,9 @@ NcclWindow Profiler::take_window() {
     return it->second;
   };
 
-  for (uint32_t c = comms_written_; c < ncomms; ++c)
-    if (comms_[c].ready.load(std::memory_order_acquire)) add_comm(c);
-  comms_written_ = ncomms;
+  // New communicators, in order; one still being registered waits for the next window.
+  while (comms_written_ < ncomms && comms_[comms_written_].ready.load(std::memory_order_acquire))
+    add_comm(comms_written_++);
 
   w.ops.reserve(finished_.size());
   for (const Finished& f : finished_) {

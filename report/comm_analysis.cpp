@@ -37,6 +37,7 @@ struct Group {  // one collective, matched on every rank of its communicator
 
 struct Outcome {  // what the analysis found for one matched group
   int64_t last_arrival = 0;
+  double total_wait = 0;
   double transfer_ns = 0, algbw = 0, busbw = 0, size = 0;
   std::vector<int> last_ranks;  // global ranks
 };
@@ -190,6 +191,7 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
       const size_t ri = g.by_comm_rank[i].rank;
       double kernel = double(end[i] - start[i]);
       double wait = std::clamp(double(last - start[i]), 0.0, kernel);
+      out.total_wait += wait;
       CommRankStats& s = rep.ranks[ri];
       ++s.collectives;
       s.kernel_ns += kernel;
@@ -225,6 +227,40 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
       out.algbw = out.size / out.transfer_ns;  // bytes per ns = GB/s
       out.busbw = out.algbw * bus_factor(func, n);
     }
+  }
+
+  // The collectives with the most waiting, in full.
+  std::vector<size_t> order(groups.size());
+  for (size_t gi = 0; gi < order.size(); ++gi) order[gi] = gi;
+  size_t keep = std::min(opt.worst_listed, order.size());
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                    [&](size_t a, size_t b) { return outcomes[a].total_wait > outcomes[b].total_wait; });
+  for (size_t k = 0; k < keep; ++k) {
+    const Group& g = groups[order[k]];
+    const Outcome& o = outcomes[order[k]];
+    if (o.total_wait <= 0) break;
+    CollectiveDetail d;
+    d.comm = g.key.comm;
+    d.func = g.key.func;
+    d.seq = g.key.seq;
+    d.last_ranks = o.last_ranks;
+    d.total_wait_ns = o.total_wait;
+    d.transfer_ns = o.transfer_ns;
+    d.algbw_gbps = o.algbw;
+    d.busbw_gbps = o.busbw;
+    std::vector<int64_t> arrive;
+    for (const Entry& e : g.by_comm_rank) {
+      arrive.push_back(e.c->gpu_start_ns - std::llround(co.applied_ns[e.rank]));
+      d.ranks.push_back(m.ranks[e.rank].rank);
+      d.bytes = std::max(d.bytes, e.c->bytes);
+    }
+    d.first_arrival_ns = *std::min_element(arrive.begin(), arrive.end());
+    for (size_t i = 0; i < arrive.size(); ++i) {
+      const Collective& c = *g.by_comm_rank[i].c;
+      d.arrival_ns.push_back(double(arrive[i] - d.first_arrival_ns));
+      d.wait_ns.push_back(std::clamp(double(o.last_arrival - arrive[i]), 0.0, double(c.gpu_end_ns - c.gpu_start_ns)));
+    }
+    rep.worst.push_back(std::move(d));
   }
 
   // Slow collectives: against the job's median for the same function and size.

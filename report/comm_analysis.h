@@ -32,6 +32,7 @@ struct CommOptions {
   double slow_factor = 0.5;
   int slow_min_samples = 8;
   size_t slow_listed = 10;  // examples kept per communicator, slowest first
+  size_t worst_listed = 10; // collectives with the most total waiting, kept in full detail
 };
 
 struct CommRankStats {
@@ -55,6 +56,18 @@ struct SlowCollective {
   double transfer_ns = 0;       // latest end - last arrival: the data movement once all were there
   double algbw_gbps = 0, busbw_gbps = 0, median_busbw_gbps = 0;
   std::vector<int> last_ranks;
+};
+
+// One matched collective in full: who arrived when, who waited how long.
+struct CollectiveDetail {
+  uint32_t comm = StringTable::kNone, func = StringTable::kNone;
+  uint64_t seq = 0, bytes = 0;
+  int64_t first_arrival_ns = 0;      // on the reference clock
+  std::vector<int> ranks;            // global ranks, by communicator rank
+  std::vector<double> arrival_ns;    // after the first arrival, by communicator rank
+  std::vector<double> wait_ns;       // by communicator rank
+  std::vector<int> last_ranks;
+  double total_wait_ns = 0, transfer_ns = 0, algbw_gbps = 0, busbw_gbps = 0;
 };
 
 struct CommSummary {
@@ -93,6 +106,7 @@ struct CommReport {
     std::vector<Host> hosts;
   } clock;
   std::vector<Straggler> stragglers;   // scope "comm", metric "last_arrival"
+  std::vector<CollectiveDetail> worst; // the most total waiting first, at most options.worst_listed
 };
 
 // scores: for the report windows (when the straggler was last). Never throws for odd data.

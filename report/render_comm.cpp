@@ -69,6 +69,12 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
     out << fmt::format("  ... {} more ranks (the 10 with the most blame are shown; all are in --format json)\n",
                        rep.ranks.size() - rows.size());
 
+  if (!rep.worst.empty()) out << "  Longest waits:\n";
+  for (size_t k = 0; k < std::min<size_t>(3, rep.worst.size()); ++k) {
+    const CollectiveDetail& d = rep.worst[k];
+    out << fmt::format("    {} seq {} ({}): {:.3f} ms waited in total; last: {}\n", m.strings.at(d.func), d.seq,
+                       m.strings.at(d.comm), ms(d.total_wait_ns), d.last_ranks.empty() ? "-" : join(d.last_ranks));
+  }
   out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
                      "  communicator, and in a share >= (1 + 1/n)/2, halfway between chance and always.\n",
                      o.min_last, o.min_collectives);
@@ -171,6 +177,27 @@ json render_comm_json(const RunModel& m, const CommReport& rep) {
                      {"slow", slow}});
   }
   j["communicators"] = std::move(comms);
+
+  json worst = json::array();
+  for (const CollectiveDetail& d : rep.worst) {
+    std::vector<double> arrival_ms, wait_ms;
+    for (double v : d.arrival_ns) arrival_ms.push_back(ms(v));
+    for (double v : d.wait_ns) wait_ms.push_back(ms(v));
+    worst.push_back({{"comm", m.strings.at(d.comm)},
+                     {"func", m.strings.at(d.func)},
+                     {"seq", d.seq},
+                     {"bytes", d.bytes},
+                     {"first_arrival_ns", d.first_arrival_ns},
+                     {"ranks", d.ranks},
+                     {"arrival_ms", arrival_ms},
+                     {"wait_ms", wait_ms},
+                     {"last_ranks", d.last_ranks},
+                     {"total_wait_ms", ms(d.total_wait_ns)},
+                     {"transfer_ms", ms(d.transfer_ns)},
+                     {"algbw_gbps", d.algbw_gbps},
+                     {"busbw_gbps", d.busbw_gbps}});
+  }
+  j["worst_waits"] = std::move(worst);
   return j;
 }
 

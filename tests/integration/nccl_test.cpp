@@ -66,6 +66,8 @@ TEST_F(NcclEndToEnd, LateRankIsBlamedAndNothingIsLostWithoutFinalize) {
   nlohmann::json rep = report();
   expect_late_rank_blamed(rep, 2, 60);
   EXPECT_EQ(rep["comm"]["p2p"], 4 * 6);
+  ASSERT_FALSE(rep["comm"]["worst_waits"].empty());
+  EXPECT_EQ(rep["comm"]["worst_waits"][0]["last_ranks"], nlohmann::json({2}));
   EXPECT_EQ(rep["comm"]["ranks"][0]["p2p_ops"], 6);
   for (const auto& f : rank_files()) {
     std::string text = read_file(f.string());

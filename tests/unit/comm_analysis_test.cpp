@@ -120,6 +120,17 @@ TEST(CommAnalysis, LateRankIsBlamedAndTheOthersWaited) {
   EXPECT_FALSE(rep.stragglers[0].windows.empty());
   ASSERT_EQ(rep.comms.size(), 1u);
   EXPECT_EQ(rep.comms[0].ranks, (std::vector<int>{0, 1, 2, 3}));
+  // The collectives with the most waiting, in full: rank 2 came ~5 ms after the others.
+  ASSERT_EQ(rep.worst.size(), 10u);
+  const CollectiveDetail& d = rep.worst[0];
+  EXPECT_EQ(d.last_ranks, std::vector<int>{2});
+  EXPECT_EQ(d.ranks, (std::vector<int>{0, 1, 2, 3}));
+  ASSERT_EQ(d.arrival_ns.size(), 4u);
+  EXPECT_NEAR(d.arrival_ns[2], 5.0 * kMs, 10 * kUs);
+  EXPECT_EQ(d.wait_ns[2], 0);
+  for (int r : {0, 1, 3}) EXPECT_NEAR(d.wait_ns[r], 5.0 * kMs, 10 * kUs);
+  EXPECT_GE(d.total_wait_ns, rep.worst[9].total_wait_ns);
+  EXPECT_NEAR(d.busbw_gbps, double(4 << 20) / (200.0 * kUs) * 1.5, 0.05 * double(4 << 20) / (200.0 * kUs));
   EXPECT_FALSE(rep.clock.corrected && rep.clock.max_abs_offset_ns > 50 * kUs);
 }
 
