@@ -37,7 +37,7 @@ std::vector<fs::path> rank_files_in(const fs::path& dir) {
 }
 
 fs::file_time_type newest(const std::vector<fs::path>& files) {
-  fs::file_time_type t{};
+  fs::file_time_type t = fs::file_time_type::min();  // its epoch is not 1970: {} is not "oldest"
   std::error_code ec;
   for (const auto& f : files) t = std::max(t, fs::last_write_time(f, ec));
   return t;

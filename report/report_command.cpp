@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "render.h"
+#include "render_analyses.h"
 
 namespace laggard::cli {
 
@@ -14,7 +15,22 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
+  report::StepSet steps;
+  try {
+    if (!o.cut.empty()) {
+      model = report::apply_cut(model, o.cut);
+      if (model.ranks.empty()) {
+        err << "laggard report: the cut leaves no rank\n";
+        return 2;
+      }
+    }
+    steps = report::apply_cut(report::detect_steps(model, o.analyses.step_section), o.cut);
+  } catch (const std::exception& e) {
+    err << "laggard report: " << e.what() << '\n';
+    return 2;
+  }
   report::ScoreReport scores = report::compute_scores(model, o.scores);
+  report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps);
 
   std::ofstream file;
   std::ostream* dest = &out;
@@ -26,11 +42,31 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     }
     dest = &file;
   }
-  if (o.format == "json") *dest << report::render_json(model, scores).dump(2) << '\n';
-  else report::render_text(model, scores, *dest);
+  if (o.format == "json") {
+    nlohmann::json j = report::render_json(model, scores);
+    j.update(report::render_analyses_json(model, analyses));
+    *dest << j.dump(2) << '\n';
+  } else {
+    report::render_text(model, scores, *dest, &analyses, o.top);
+  }
   dest->flush();
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
+}
+
+int diff_command(const DiffOptions& o, std::ostream& out, std::ostream& err) {
+  report::RunModel a, b;
+  try {
+    a = report::read_run(o.dir_a, {o.run_a, -1});
+    b = report::read_run(o.dir_b, {o.run_b, -1});
+  } catch (const std::exception& e) {
+    err << "laggard diff: " << e.what() << '\n';
+    return 2;
+  }
+  report::RunDiff d = report::diff_runs(a, b, o.threshold);
+  if (o.format == "json") out << report::render_diff_json(d).dump(2) << '\n';
+  else report::render_diff_text(d, o.top, out);
+  return 0;
 }
 
 }  // namespace laggard::cli
