@@ -239,6 +239,9 @@ void domain_end(nvtxDomainHandle_t, nvtxRangeId_t id) { end_impl(id); }
 
 nvtxDomainHandle_t domain_create_a(const char* name) {
   try {
+    // Inert (e.g. a forked child, whose copy of the lock may be held by a thread that no longer
+    // exists): behave as NVTX without a tool, which returns no handle.
+    if (!g_capture.load(std::memory_order_acquire)) return nullptr;
     std::string n = sanitize_utf8(name ? std::string_view(name, strnlen(name, kMaxMessage)) : "(unnamed)");
     std::lock_guard<std::mutex> lock(g_domains_mu);
     // One handle per name: two libraries creating "foo" report into the same sections.
