@@ -18,24 +18,41 @@ std::vector<Step> section_steps(const RankData& r, const std::string& name) {
   return out;
 }
 
-// Steps from collectives: the shortest period P with which the rank's sequence of
-// (communicator, func) repeats; a step starts at the host enqueue of each period's first op.
-std::vector<Step> collective_steps(const RankData& r, int* period_out) {
-  std::vector<const Collective*> ops;
+struct Op {
+  uint64_t key;      // what must repeat: (communicator, func), or the NCCL kernel's name
+  int64_t start_ns;  // host enqueue / launch
+  int64_t end_ns;
+};
+
+// The rank's collectives from the NCCL plugin, else its NCCL kernels from CUPTI.
+std::vector<Op> collective_ops(const RankData& r) {
+  std::vector<Op> ops;
   for (const CaptureWindow& w : r.windows)
-    for (const Collective& c : w.collectives) ops.push_back(&c);
-  std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) { return a->host_start_ns < b->host_start_ns; });
+    for (const Collective& c : w.collectives)
+      ops.push_back({(uint64_t(c.comm) << 32) | c.func, c.host_start_ns, c.gpu_end_ns ? c.gpu_end_ns : c.host_end_ns});
+  if (ops.empty())
+    for (const CaptureWindow& w : r.windows)
+      for (const GpuActivity& a : w.gpu)
+        if (a.nccl) ops.push_back({a.name, a.api_start_ns ? a.api_start_ns : a.start_ns, a.end_ns});
+  std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.start_ns < b.start_ns; });
+  return ops;
+}
+
+// Steps from collectives: the shortest period P with which the rank's sequence of
+// collectives repeats; a step starts at the host enqueue of each period's first op.
+std::vector<Step> collective_steps(const RankData& r, int* period_out) {
+  std::vector<Op> ops = collective_ops(r);
   const size_t n = ops.size();
   if (n < 4) return {};
-  auto same = [&](size_t i, size_t j) { return ops[i]->comm == ops[j]->comm && ops[i]->func == ops[j]->func; };
+  auto same = [&](size_t i, size_t j) { return ops[i].key == ops[j].key; };
   for (size_t p = 1; p <= n / 2; ++p) {
     size_t match = 0;
     for (size_t i = 0; i + p < n; ++i) match += same(i, i + p);
     if (match * 10 >= (n - p) * 9) {  // 90 %: tolerate a ragged start or end
       std::vector<Step> out;
       for (size_t i = 0; i + p <= n; i += p) {
-        int64_t end = i + p < n ? ops[i + p]->host_start_ns : ops[n - 1]->gpu_end_ns;
-        out.push_back({static_cast<int>(out.size()), ops[i]->host_start_ns, std::max(end, ops[i]->host_start_ns)});
+        int64_t end = i + p < n ? ops[i + p].start_ns : ops[n - 1].end_ns;
+        out.push_back({static_cast<int>(out.size()), ops[i].start_ns, std::max(end, ops[i].start_ns)});
       }
       *period_out = static_cast<int>(p);
       return out;

@@ -61,6 +61,15 @@ TEST(Steps, FoundFromCollectivesWithoutNvtx) {
   StepSet s = detect_steps(m, "");
   EXPECT_EQ(s.count(), spec.steps);  // one collective per step: a period of 1
   EXPECT_NE(s.source.find("NCCL"), std::string::npos);
+  // Without the NCCL plugin's records, the NCCL kernels CUPTI saw repeat the same way.
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) w.collectives.clear();
+  EXPECT_EQ(detect_steps(m, "").count(), spec.steps);
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) w.gpu.clear();
+  StepSet none = detect_steps(m, "");
+  EXPECT_EQ(none.count(), 0);
+  EXPECT_NE(none.source.find("none"), std::string::npos);
 }
 
 TEST(Analyses, HealthyRunHasNoFindings) {
