@@ -86,6 +86,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   diff_cmd->add_option("--top", diff.top, "rows per table")->check(CLI::Range(1, 100000))->capture_default_str();
 
+  laggard::cli::TraceOptions trace;
+  std::string trace_ranks;
+  auto* trace_cmd = app.add_subcommand("trace", "write all ranks' timelines as one Chrome trace (Perfetto)");
+  trace_cmd->add_option("dir", trace.dir, "run directory, or an output directory holding runs")->required();
+  trace_cmd->add_option("-o,--output", trace.output, "trace file to write")->capture_default_str();
+  trace_cmd->add_option("--run", trace.run_id, "run id when the directory holds several");
+  trace_cmd->add_option("--ranks", trace_ranks, "only these ranks, e.g. 0,4-7");
+
   // Split at the first "--" after "run" ourselves: CLI11 would otherwise reorder CMD's words.
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> after_dashes;
@@ -124,6 +132,15 @@ int main(int argc, char** argv) {
     }
   }
   if (*diff_cmd) return laggard::cli::diff_command(diff, std::cout, std::cerr);
+  if (*trace_cmd) {
+    try {
+      if (!trace_ranks.empty()) trace.cut.ranks = laggard::report::parse_rank_list(trace_ranks);
+    } catch (const std::exception& e) {
+      std::cerr << "laggard trace: " << e.what() << '\n';
+      return 2;
+    }
+    return laggard::cli::trace_command(trace, std::cerr);
+  }
   try {
     if (!cut_ranks.empty()) rep.cut.ranks = laggard::report::parse_rank_list(cut_ranks);
     if (!cut_steps.empty()) rep.cut.steps = laggard::report::parse_step_range(cut_steps);

@@ -4,6 +4,7 @@
 
 #include "render.h"
 #include "render_analyses.h"
+#include "render_trace.h"
 
 namespace laggard::cli {
 
@@ -52,6 +53,30 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   dest->flush();
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
+}
+
+int trace_command(const TraceOptions& o, std::ostream& err) {
+  report::RunModel model;
+  try {
+    model = report::apply_cut(report::read_run(o.dir, {o.run_id, -1}), o.cut);
+  } catch (const std::exception& e) {
+    err << "laggard trace: " << e.what() << '\n';
+    return 2;
+  }
+  std::ofstream file(o.output);
+  if (!file) {
+    err << "laggard trace: cannot write '" << o.output << "'\n";
+    return 2;
+  }
+  size_t events = report::render_trace(model, file);
+  file.close();
+  if (!file) {
+    err << "laggard trace: writing '" << o.output << "' failed\n";
+    return 2;
+  }
+  err << "laggard trace: " << events << " events from " << model.ranks.size() << " ranks in " << o.output
+      << " (open in ui.perfetto.dev or chrome://tracing)\n";
+  return 0;
 }
 
 int diff_command(const DiffOptions& o, std::ostream& out, std::ostream& err) {

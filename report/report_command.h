@@ -31,6 +31,16 @@ struct DiffOptions {
   size_t top = 20;
 };
 
+struct TraceOptions {
+  std::string dir;
+  std::string run_id;
+  std::string output = "laggard-trace.json";
+  report::Cut cut;
+};
+
+// Exit codes: 0 done, 2 nothing readable or output not writable.
+int trace_command(const TraceOptions& options, std::ostream& err);
+
 // Exit codes: 0 done, 2 nothing readable.
 int diff_command(const DiffOptions& options, std::ostream& out, std::ostream& err);
 

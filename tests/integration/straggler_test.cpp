@@ -148,6 +148,15 @@ TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   EXPECT_EQ(status["attention"], "same");
   ProcessResult text = run_process({kLaggard, "diff", first_run, second_run}, clean_env());
   EXPECT_NE(text.out.find("NVTX sections"), std::string::npos) << text.out;
+
+  std::string trace_file = dir + "/trace.json";
+  ProcessResult trace = run_process({kLaggard, "trace", out(), "--ranks", "1", "-o", trace_file}, clean_env());
+  ASSERT_EQ(trace.exit_code, 0) << trace.err;
+  nlohmann::json t = nlohmann::json::parse(read_file(trace_file));
+  std::set<int> pids;
+  for (const auto& e : t["traceEvents"]) pids.insert(e["pid"].get<int>());
+  EXPECT_EQ(pids, std::set<int>{1});
+  EXPECT_GT(t["traceEvents"].size(), 12u * 7);  // 12 steps x 7 sections at least
 }
 
 }  // namespace

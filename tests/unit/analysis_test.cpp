@@ -321,3 +321,42 @@ TEST(Render, AnalysesJsonHasVerdictAndCuts) {
 
 }  // namespace
 }  // namespace laggard::report
+
+#include "render_trace.h"
+
+namespace laggard::report {
+namespace {
+
+TEST(Render, ChromeTraceHasEveryRankAndKind) {
+  Spec spec;
+  spec.ranks = 2;
+  spec.steps = 3;
+  RunModel m = synth::make_run(spec);
+  std::ostringstream out;
+  size_t n = render_trace(m, out);
+  nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j["traceEvents"].size(), n);
+  std::map<std::string, int> cats;
+  std::set<int> pids;
+  std::set<std::string> thread_names;
+  for (const auto& e : j["traceEvents"]) {
+    pids.insert(e["pid"].get<int>());
+    if (e["ph"] == "X") {
+      ++cats[e["cat"].get<std::string>()];
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      EXPECT_GE(e["ts"].get<double>(), 0);
+    }
+    if (e["name"] == "thread_name") thread_names.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  const int per_step = static_cast<int>(spec.kernels.size());
+  EXPECT_EQ(cats["kernel"] + cats["memcpy"] + cats["memset"], 2 * spec.steps * per_step);
+  EXPECT_EQ(cats["nccl_kernel"], 2 * spec.steps);
+  EXPECT_EQ(cats["nccl"], 2 * spec.steps);
+  EXPECT_EQ(cats["nvtx"], 2 * spec.steps * 4);  // step, forward, backward, optimizer
+  EXPECT_TRUE(thread_names.count("NCCL"));
+  EXPECT_TRUE(thread_names.count("GPU 0 stream 7"));
+}
+
+}  // namespace
+}  // namespace laggard::report
