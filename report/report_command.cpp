@@ -2,7 +2,9 @@
 
 #include <fstream>
 
+#include "gpu_scores.h"
 #include "render.h"
+#include "render_gpu.h"
 
 namespace laggard::cli {
 
@@ -15,6 +17,7 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     return 2;
   }
   report::ScoreReport scores = report::compute_scores(model, o.scores);
+  report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);
 
   std::ofstream file;
   std::ostream* dest = &out;
@@ -26,8 +29,14 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     }
     dest = &file;
   }
-  if (o.format == "json") *dest << report::render_json(model, scores).dump(2) << '\n';
-  else report::render_text(model, scores, *dest);
+  if (o.format == "json") {
+    nlohmann::json j = report::render_json(model, scores);
+    j["gpu"] = report::render_gpu_json(model, gpu);
+    *dest << j.dump(2) << '\n';
+  } else {
+    report::render_text(model, scores, *dest);
+    report::render_gpu_text(model, gpu, *dest);
+  }
   dest->flush();
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
