@@ -92,7 +92,8 @@ ParseResult parse_record(const CUpti_Activity* rec, GpuRecord* out) {
 }
 
 bool is_nccl_kernel(const char* name) {
-  return name && (std::strstr(name, "ncclDevKernel") || std::strstr(name, "ncclKernel"));
+  // "ncclDev" is NVRx's own filter; "ncclKernel" catches the names of older NCCL versions too.
+  return name && (std::strstr(name, "ncclDev") || std::strstr(name, "ncclKernel"));
 }
 
 const char* memcpy_label(uint8_t copy_kind) {

@@ -28,7 +28,8 @@ enum class ParseResult { ok, no_timestamp, other_kind };
 // Reads kernels (CONCURRENT_KERNEL, KERNEL), memcpys and memsets; other kinds are left alone.
 ParseResult parse_record(const CUpti_Activity* record, GpuRecord* out);
 
-// True for NCCL's device kernels ("ncclDevKernel_*", "ncclKernel_*", mangled or not).
+// True for NCCL's device kernels: the name contains "ncclDev" (NVRx's test, e.g.
+// "ncclDevKernel_AllReduce_Sum_f32_RING_LL") or "ncclKernel" (older NCCL), mangled or not.
 bool is_nccl_kernel(const char* name);
 
 // "[memcpy HtoD]" and the like, for memcpy/memset records in kernel lists.

@@ -174,7 +174,9 @@ TEST(ActivityParser, NcclKernelNames) {
   EXPECT_TRUE(is_nccl_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
   EXPECT_TRUE(is_nccl_kernel("_Z28ncclDevKernel_AllGather_RING_LLP11ncclDevComm"));
   EXPECT_TRUE(is_nccl_kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"));
+  EXPECT_TRUE(is_nccl_kernel("ncclDevFunc_Broadcast_RING_LL"));
   EXPECT_FALSE(is_nccl_kernel("ampere_sgemm_128x64_nn"));
+  EXPECT_FALSE(is_nccl_kernel("nccl_like_but_not"));
   EXPECT_FALSE(is_nccl_kernel(nullptr));
 }
 
