@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_window.h"
 #include "records.h"
 
 namespace laggard {
@@ -30,6 +31,8 @@ struct WindowSnapshot {
   int64_t end_ns = 0;
   std::vector<SectionWindowStats> sections;
   DropCounters dropped;  // during this window
+  GpuWindow gpu;         // CUPTI kernels, filled by the cupti source (gpu.present false: none)
+  GpuStatus gpu_status;  // for the file header
 };
 
 }  // namespace laggard

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "breakdown.h"
+#include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
 #include "steps.h"
@@ -20,6 +21,7 @@ struct AnalysisOptions {
 };
 
 struct Analyses {
+  GpuScoreReport gpu;  // NVRx GPU scores (computed with the section scores, shown with these)
   StepSet steps;
   JitterReport jitter;
   BreakdownReport breakdown;

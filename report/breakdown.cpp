@@ -41,7 +41,7 @@ struct Unions {
   std::vector<Interval> comp, comm, mem;
 };
 
-Unions unions(const RankGpu& g, int64_t lo, int64_t hi) {
+Unions unions(const GpuTimeline& g, int64_t lo, int64_t hi) {
   std::vector<Interval> c, n, m;
   for (const GpuActivity* a : g.by_launch) {
     if (a->end_ns <= lo || a->start_ns >= hi) continue;
@@ -77,7 +77,7 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
-IdleSplit split_idle(const RankGpu& g, int64_t lo, int64_t hi, int64_t kernel_wait_ns) {
+IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kernel_wait_ns) {
   IdleSplit s;
   for (const auto& [key, acts] : g.by_stream) {
     for (size_t i = 1; i < acts.size(); ++i) {
@@ -103,7 +103,7 @@ IdleSplit split_idle(const RankGpu& g, int64_t lo, int64_t hi, int64_t kernel_wa
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt) {
   BreakdownReport rep;
   rep.options = opt;
-  std::vector<RankGpu> gpu;
+  std::vector<GpuTimeline> gpu;
   bool any = false;
   for (const RankData& r : model.ranks) {
     gpu.push_back(index_gpu(r));
@@ -122,7 +122,7 @@ BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, c
   std::map<std::string, KAcc> kernels;
   TypeTotals all_types;
   for (size_t r = 0; r < model.ranks.size(); ++r) {
-    const RankGpu& g = gpu[r];
+    const GpuTimeline& g = gpu[r];
     RankBreakdown rb;
     rb.rank = model.ranks[r].rank;
     rb.host = model.ranks[r].host;

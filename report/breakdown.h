@@ -103,6 +103,6 @@ struct BreakdownReport {
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& options = {});
 
 // Idle split of the gaps of the given activities' streams inside [lo, hi) (exposed for tests).
-IdleSplit split_idle(const RankGpu& gpu, int64_t lo, int64_t hi, int64_t kernel_wait_ns);
+IdleSplit split_idle(const GpuTimeline& gpu, int64_t lo, int64_t hi, int64_t kernel_wait_ns);
 
 }  // namespace laggard::report

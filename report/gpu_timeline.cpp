@@ -4,8 +4,8 @@
 
 namespace laggard::report {
 
-RankGpu index_gpu(const RankData& rank) {
-  RankGpu g;
+GpuTimeline index_gpu(const RankData& rank) {
+  GpuTimeline g;
   std::vector<Interval> spans;
   for (const CaptureWindow& w : rank.windows) {
     if (!w.gpu_sampled) continue;
@@ -24,7 +24,7 @@ RankGpu index_gpu(const RankData& rank) {
   return g;
 }
 
-std::vector<const GpuActivity*> RankGpu::in_step(const Step& step) const {
+std::vector<const GpuActivity*> GpuTimeline::in_step(const Step& step) const {
   auto lo = std::lower_bound(by_launch.begin(), by_launch.end(), step.start_ns,
                              [](const GpuActivity* a, int64_t t) { return launch_time(*a) < t; });
   auto hi = std::lower_bound(lo, by_launch.end(), step.end_ns,
@@ -32,7 +32,7 @@ std::vector<const GpuActivity*> RankGpu::in_step(const Step& step) const {
   return {lo, hi};
 }
 
-const GpuActivity* RankGpu::previous_on_stream(const GpuActivity* a) const {
+const GpuActivity* GpuTimeline::previous_on_stream(const GpuActivity* a) const {
   auto it = by_stream.find({a->device, a->stream});
   if (it == by_stream.end()) return nullptr;
   const auto& v = it->second;

@@ -12,7 +12,7 @@
 
 namespace laggard::report {
 
-struct RankGpu {
+struct GpuTimeline {
   std::vector<const GpuActivity*> by_launch;  // host launch time (GPU start when unknown)
   std::map<std::pair<int32_t, uint32_t>, std::vector<const GpuActivity*>> by_stream;  // (device, stream) by start
   std::vector<Interval> sampled;  // the windows whose per-kernel records were kept, merged
@@ -24,7 +24,7 @@ struct RankGpu {
   bool empty() const { return by_launch.empty(); }
 };
 
-RankGpu index_gpu(const RankData& rank);
+GpuTimeline index_gpu(const RankData& rank);
 
 inline int64_t launch_time(const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; }
 inline bool is_compute(const GpuActivity& a) { return a.kind == GpuKind::kernel && !a.nccl; }

@@ -33,7 +33,7 @@ struct CollectiveArrival {
 };
 
 // The step's first NCCL kernel, seen from the rank's previous sync point.
-CollectiveArrival arrival_of(const RankGpu& g, const std::vector<const GpuActivity*>& nccl_by_start,
+CollectiveArrival arrival_of(const GpuTimeline& g, const std::vector<const GpuActivity*>& nccl_by_start,
                              const std::vector<const GpuActivity*>& in_step) {
   CollectiveArrival out;
   const GpuActivity* first = nullptr;
@@ -52,7 +52,7 @@ CollectiveArrival arrival_of(const RankGpu& g, const std::vector<const GpuActivi
 }
 
 // One rank's kernels of one step, with the talk's derived quantities.
-RankStep observe(const RankGpu& g, const Step& step, double* final_ttke) {
+RankStep observe(const GpuTimeline& g, const Step& step, double* final_ttke) {
   RankStep out;
   std::map<uint32_t, int> seen;
   double ttke = 0;
@@ -82,7 +82,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const J
     rep.why_not = "no steps were found: " + steps.source;
     return rep;
   }
-  std::vector<RankGpu> gpu;
+  std::vector<GpuTimeline> gpu;
   std::vector<std::vector<const GpuActivity*>> nccl(nranks);
   bool any = false;
   for (size_t r = 0; r < nranks; ++r) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "reader_gpu.h"
 #include "signals.h"
 
 namespace laggard::report {
@@ -20,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 1;
+constexpr int kMinSchema = 1, kMaxSchema = 2;
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();
@@ -64,6 +65,8 @@ struct Segment {
   double flush_s = 0;
   Counts dropped;
   std::vector<CaptureWindow> windows;
+  int64_t gpu_clock_offset_ns = 0;
+  std::string cupti_status;
 };
 
 template <class T>
@@ -97,7 +100,7 @@ SectionWindow read_section(const json& s, int64_t window_start) {
   return sec;
 }
 
-Segment parse_segment(const fs::path& path) {
+Segment parse_segment(const fs::path& path, StringTable& strings) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open file");
   std::stringstream buf;
@@ -130,7 +133,11 @@ Segment parse_segment(const fs::path& path) {
   s.final = get_or<bool>(j, "final", false);
   s.signal = get_or<int>(j, "signal", 0);
   if (auto it = j.find("config"); it != j.end()) s.flush_s = get_or<double>(*it, "flush_s", 0.0);
-  if (auto it = j.find("capture"); it != j.end()) s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
+  if (auto it = j.find("capture"); it != j.end()) {
+    s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
+    s.cupti_status = get_or<std::string>(*it, "cupti", "");
+  }
+  if (auto it = j.find("clock"); it != j.end()) s.gpu_clock_offset_ns = get_or<int64_t>(*it, "gpu_offset_ns", 0);
   s.dropped = read_counts(j.value("dropped", json::object()));
   for (const json& w : j.at("windows")) {
     CaptureWindow cw;
@@ -139,6 +146,7 @@ Segment parse_segment(const fs::path& path) {
     cw.end_ns = w.at("end_ns").get<int64_t>();
     cw.dropped = read_counts(w.value("dropped", json::object()));
     for (const json& sec : w.at("sections")) cw.sections.push_back(read_section(sec, cw.start_ns));
+    if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
     s.windows.push_back(std::move(cw));
   }
   return s;
@@ -187,7 +195,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   std::vector<Segment> segments;
   for (const auto& f : files) {
     try {
-      segments.push_back(parse_segment(f));
+      segments.push_back(parse_segment(f, model.strings));
     } catch (const std::exception& e) {
       model.problems.push_back({"unreadable_file", -1, f.string(), e.what()});
     }
@@ -230,6 +238,8 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     r.signal = last.signal;
     r.flush_s = last.flush_s;
     r.nvtx_status = last.nvtx_status;
+    r.cupti_status = last.cupti_status;
+    r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
     r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
     std::set<uint64_t> seen;
     for (Segment* s : segs) {
@@ -293,10 +303,10 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   for (const auto& r : model.ranks) {
     uint64_t lost = 0;
     for (const auto& [k, v] : r.dropped)
-      if (k != "occurrences_sampled") lost += v;
+      if (k != "occurrences_sampled" && k != "gpu_records_not_stored") lost += v;
     if (lost)
       model.problems.push_back({"dropped_records", r.rank, "",
-                                fmt::format("rank {} lost or could not match {} ranges (see dropped counts)",
+                                fmt::format("rank {} lost or could not match {} records (see dropped counts)",
                                             r.rank, lost)});
   }
   return model;

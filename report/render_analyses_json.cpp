@@ -1,4 +1,5 @@
 #include "render_analyses.h"
+#include "render_gpu.h"
 
 namespace laggard::report {
 namespace {
@@ -147,8 +148,9 @@ json breakdown_json(const BreakdownReport& b) {
 
 }  // namespace
 
-json render_analyses_json(const RunModel&, const Analyses& a) {
+json render_analyses_json(const RunModel& model, const Analyses& a) {
   json out;
+  out["gpu"] = render_gpu_json(model, a.gpu);
   out["steps"] = {{"source", a.steps.source},
                   {"section", a.steps.section.empty() ? json(nullptr) : json(a.steps.section)},
                   {"count", a.steps.count()}};

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "render_analyses.h"
+#include "render_gpu.h"
 
 namespace laggard::report {
 namespace {
@@ -123,7 +124,8 @@ void render_verdict_text(const Analyses& a, std::ostream& out) {
     out << fmt::format("  {}. [{}] {}\n", i++, cause_name(f.cause), f.summary);
 }
 
-void render_analyses_text(const RunModel&, const Analyses& a, size_t top, std::ostream& out) {
+void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, std::ostream& out) {
+  render_gpu_text(model, a.gpu, out);
   out << "\nSteps: " << a.steps.count() << ", from " << a.steps.source << '\n';
   jitter_text(a, top, out);
   breakdown_text(a, top, out);

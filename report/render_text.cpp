@@ -82,7 +82,9 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC",
                        "SCORE", "WHEN");
     for (const Straggler& s : rep.stragglers)
-      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host, s.section,
+      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host,
+                         s.scope == "gpu" ? (s.section.empty() ? std::string("[GPU] all kernels") : "[GPU] " + s.section)
+                                          : s.section,
                          s.metric, s.score, windows_str(s.windows, rep.windows.size()));
   }
 

@@ -31,7 +31,9 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     return 2;
   }
   report::ScoreReport scores = report::compute_scores(model, o.scores);
+  report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
   report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps);
+  analyses.gpu = std::move(gpu);
 
   std::ofstream file;
   std::ostream* dest = &out;
