@@ -5,11 +5,13 @@
 //
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
 //                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
-//                         [--nvtx-first]
+//                         [--nvtx-first] [--autograd-thread]
 //
 // Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
 // then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
 // --nvtx-first marks an "init" range before cuInit (laggard then starts with NVTX, not CUDA).
+// --autograd-thread launches the backward kernels from a second thread that holds no NVTX range
+// while the main thread waits inside "backward", as PyTorch's autograd engine does.
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -37,7 +39,7 @@ int main(int argc, char** argv) {
   std::string cuda;
   int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
   double step_ms = 30, slow_factor = 1, wait_ms = 0;
-  bool nvtx = true, init = true, nvtx_first = false;
+  bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-nvtx") nvtx = false;
     else if (a == "--no-init") init = false;
     else if (a == "--nvtx-first") nvtx_first = true;
+    else if (a == "--autograd-thread") autograd_thread = true;
     else usage(("unknown option " + a).c_str());
   }
   if (cuda.empty()) usage("--cuda PATH is required");
@@ -89,8 +92,12 @@ int main(int argc, char** argv) {
     ++copies;
     pop();
     push("backward");
-    for (int k = 0; k < kernels; ++k, ++bwd)
-      launch("bwd_gemm", 128, 256, static_cast<unsigned long long>(200'000 * bwd_factor), 1);
+    auto backward = [&] {
+      for (int k = 0; k < kernels; ++k, ++bwd)
+        launch("bwd_gemm", 128, 256, static_cast<unsigned long long>(200'000 * bwd_factor), 1);
+    };
+    if (autograd_thread) std::thread(backward).join();
+    else backward();
     launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, 64, 50'000, 0);
     ++nccl;
     pop();

@@ -106,6 +106,16 @@ TEST_F(Cupti, DriverInjectionCapturesEveryKernelInItsSection) {
   EXPECT_EQ(rep["gpu"]["top_kernels"]["backward"][0]["name"], "bwd_gemm");
 }
 
+TEST_F(Cupti, KernelsOfAThreadWithoutRangesGoToTheMainThreadsSection) {
+  // PyTorch's autograd thread launches backward; only the main thread is inside "backward".
+  ProcessResult r = app({"--steps", "3", "--kernels", "2", "--outside", "1", "--autograd-thread"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto n = kernel_counts();
+  EXPECT_EQ((n[{"backward", "bwd_gemm"}]), 6u);
+  EXPECT_EQ((n[{"forward", "fwd_gemm"}]), 6u);
+  EXPECT_EQ((n[{"(no section)", "stray_kernel"}]), 3u);  // the main thread itself was in no range
+}
+
 TEST_F(Cupti, SlowRankSectionAndGpuScoreAreFlagged) {
   ProcessOptions o = env();
   for (const char* v : {"LD_PRELOAD", "RANK", "WORLD_SIZE", "LAGGARD_OUT", "LAGGARD_RUN_ID", "LAGGARD_FLUSH_S"})
