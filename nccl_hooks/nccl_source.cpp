@@ -16,7 +16,8 @@ std::atomic<Profiler*> g_profiler{nullptr};  // never freed: NCCL may call in du
 std::atomic<bool> g_forked{false};
 std::mutex g_create_mu;
 
-void on_drain() {
+// Every flush-thread tick: finished operations leave the pool, so slots are reused quickly.
+void on_tick() {
   if (Profiler* p = g_profiler.load(std::memory_order_acquire)) p->harvest(mono_ns(), false);
 }
 
@@ -37,7 +38,7 @@ const bool g_registered = [] {
   SourceHooks hooks{"nccl"};
   hooks.on_window = on_window;
   hooks.on_fork_child = on_fork_child;
-  hooks.on_drain = on_drain;
+  hooks.on_tick = on_tick;
   register_source(hooks);
   return true;
 }();

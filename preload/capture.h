@@ -24,8 +24,10 @@ extern std::atomic<Capture*> g_capture;
 // (rank detection, flush thread, exit and signal hooks). Returns whether capture is on.
 bool activate_capture();
 
-// Innermost open kept section of the calling thread (kNoName if none); for attribution of
-// work launched from this thread (CUPTI).
+// Innermost open kept section of the calling thread; for a thread with none open, the main
+// thread's (PyTorch launches backward kernels from autograd threads while the main thread is
+// inside "backward"). kNoName if neither has one. For attributing work launched from this
+// thread (CUPTI).
 uint32_t current_section();
 
 }  // namespace laggard

@@ -96,6 +96,20 @@ ConfigResult parse_config(const Env& env) {
     else r.warnings.push_back(bad("LAGGARD_MAX_OCCURRENCES", v, "integer >= 1", "2048"));
   }
 
+  if (const char* v = env("LAGGARD_CUPTI")) {
+    if (is_any(v, {"0", "false", "no", "off"})) c.cupti = false;
+    else if (!is_any(v, {"1", "true", "yes", "on", ""}))
+      r.warnings.push_back(bad("LAGGARD_CUPTI", v, "expected 0 or 1", "1"));
+  }
+
+  if (const char* v = env("LAGGARD_PROFILING_INTERVAL")) {
+    long long n = 0;
+    if (parse_int(v, 1, 1000000, &n)) c.profiling_interval = static_cast<int>(n);
+    else r.warnings.push_back(bad("LAGGARD_PROFILING_INTERVAL", v, "integer >= 1", "1"));
+  }
+
+  if (const char* v = env("LAGGARD_CUPTI_PATH"); v && *v) c.cupti_path = v;
+
   if (const char* v = env("LAGGARD_NCCL")) {
     if (is_any(v, {"0", "false", "no", "off"})) c.nccl = false;
     else if (!is_any(v, {"1", "true", "yes", "on", ""}))

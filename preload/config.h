@@ -17,6 +17,9 @@ struct Config {
   LogLevel log = LogLevel::warn;          // LAGGARD_LOG
   int windows_per_file = 30;              // LAGGARD_WINDOWS_PER_FILE
   int max_occurrences = 2048;             // LAGGARD_MAX_OCCURRENCES (raw samples per section/window)
+  bool cupti = true;                      // LAGGARD_CUPTI (GPU kernel capture once the process uses CUDA)
+  int profiling_interval = 1;             // LAGGARD_PROFILING_INTERVAL (kernels captured in 1 window of N)
+  std::string cupti_path;                 // LAGGARD_CUPTI_PATH (libcupti file or directory; only place tried)
   bool nccl = true;                       // LAGGARD_NCCL: offer laggard to NCCL as its profiler plugin
 };
 

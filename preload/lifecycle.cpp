@@ -167,9 +167,9 @@ void flush_thread(Runtime* rt) {
         flush(*rt, false, 0);
       } else {
         rt->recorder->drain();
-        for (const SourceHooks& src : sources())
-          if (src.on_drain) src.on_drain();
       }
+      for (const SourceHooks& src : sources())
+        if (src.on_tick) src.on_tick();
     } catch (...) {
       // Keep running: losing one window beats taking the host down.
     }
@@ -304,6 +304,8 @@ void activate() {
   fi.sections_filter = rt.cfg.sections;
   fi.max_occurrences = rt.cfg.max_occurrences;
   fi.nvtx_status = rt.nvtx_injected ? "on" : "off: NVTX_INJECTION64_PATH belongs to another tool";
+  fi.cupti_enabled = rt.cfg.cupti;
+  fi.profiling_interval = rt.cfg.profiling_interval;
   fi.nccl_status = rt.nccl_status;
   rt.writer = std::make_unique<SegmentWriter>(absolute(rt.cfg.out_dir) + "/" + fi.run_id, fi,
                                               rt.cfg.windows_per_file);

@@ -37,9 +37,15 @@ std::deque<Domain>& domains() {
   return *d;
 }
 
+// The main thread's innermost open kept section, for work launched by threads that hold no
+// range themselves: PyTorch runs backward on autograd threads while the training loop's
+// main thread sits inside its "backward" range.
+std::atomic<uint32_t> g_main_section{kNoName};
+
 struct ThreadState {
   ThreadBuffer* buf;
   uint32_t tid;
+  bool is_main;
   IdBlock ids;
   RangeStack stack;
   struct Slot {
@@ -70,6 +76,7 @@ inline ThreadState* thread_state(Capture* cap) {
   if (g.dead) return nullptr;  // NVTX called from a thread_local destructor after ours ran
   auto* ts = new ThreadState();
   ts->tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  ts->is_main = ts->tid == static_cast<uint32_t>(::getpid());
   ts->buf = cap->recorder->register_thread(ts->tid);
   g.state = ts;
   return ts;
@@ -134,6 +141,7 @@ const NameEntry* lookup_attr(Capture* cap, ThreadState* ts, const void* domain,
 void sync_counters(ThreadState* ts) {
   ThreadBuffer* b = ts->buf;
   b->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  if (ts->is_main) g_main_section.store(ts->stack.innermost_kept(), std::memory_order_relaxed);
   // Rare events: mirror only on change so the common path does not touch these lines.
   if (__builtin_expect(b->stack_overflow.load(std::memory_order_relaxed) != ts->stack.overflowed(), 0))
     b->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
@@ -239,6 +247,9 @@ void domain_end(nvtxDomainHandle_t, nvtxRangeId_t id) { end_impl(id); }
 
 nvtxDomainHandle_t domain_create_a(const char* name) {
   try {
+    // Inert (e.g. a forked child, whose copy of the lock may be held by a thread that no longer
+    // exists): behave as NVTX without a tool, which returns no handle.
+    if (!g_capture.load(std::memory_order_acquire)) return nullptr;
     std::string n = sanitize_utf8(name ? std::string_view(name, strnlen(name, kMaxMessage)) : "(unnamed)");
     std::lock_guard<std::mutex> lock(g_domains_mu);
     // One handle per name: two libraries creating "foo" report into the same sections.
@@ -281,7 +292,9 @@ nvtxStringHandle_t domain_register_string_w(nvtxDomainHandle_t d, const wchar_t*
 
 uint32_t current_section() {
   nvtx::ThreadState* ts = nvtx::t_guard.state;
-  return ts ? ts->stack.innermost_kept() : kNoName;
+  uint32_t own = ts ? ts->stack.innermost_kept() : kNoName;
+  if (own != kNoName || (ts && ts->is_main)) return own;
+  return nvtx::g_main_section.load(std::memory_order_relaxed);
 }
 
 }  // namespace laggard

@@ -30,6 +30,12 @@ struct DropCounters {
   uint64_t names_overflow = 0;     // ranges recorded as "(other)" past the name limit
   uint64_t occurrences_sampled = 0;  // raw occurrences not stored (stats stay exact)
   uint64_t unclosed_at_exit = 0;   // ranges never closed: their thread or the process ended
+  // GPU (CUPTI)
+  uint64_t cupti_records_dropped = 0;   // records CUPTI reports it dropped
+  uint64_t gpu_buffer_full = 0;         // CUPTI buffer requests declined: laggard's pool was full
+  uint64_t unmatched_correlation = 0;   // GPU records whose launching call was not seen
+  uint64_t gpu_no_timestamp = 0;        // GPU records without start/end times (skipped)
+  uint64_t gpu_records_not_stored = 0;  // GPU records in the statistics but not stored one by one
 
   DropCounters& operator+=(const DropCounters& o) {
     ring_full += o.ring_full;
@@ -40,6 +46,11 @@ struct DropCounters {
     names_overflow += o.names_overflow;
     occurrences_sampled += o.occurrences_sampled;
     unclosed_at_exit += o.unclosed_at_exit;
+    cupti_records_dropped += o.cupti_records_dropped;
+    gpu_buffer_full += o.gpu_buffer_full;
+    unmatched_correlation += o.unmatched_correlation;
+    gpu_no_timestamp += o.gpu_no_timestamp;
+    gpu_records_not_stored += o.gpu_records_not_stored;
     return *this;
   }
 };

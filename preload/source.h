@@ -17,9 +17,9 @@ struct SourceHooks {
   void (*on_window)(WindowSnapshot& window, bool final) = nullptr;
   // In a forked child: stop touching anything the parent's threads own. May be null.
   void (*on_fork_child)() = nullptr;
-  // On the flush thread at every drain tick (20 times a second): move finished records out of
-  // bounded capture buffers so they can be reused. May be null.
-  void (*on_drain)() = nullptr;
+  // On the flush thread after every drain tick (about 20 times a second) and after each window
+  // closes: poll for something to attach to, hand device buffers over early. May be null.
+  void (*on_tick)() = nullptr;
 };
 
 // Call from static initialization only (before any thread could activate capture).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_window.h"
 #include "nccl_window.h"
 #include "records.h"
 
@@ -31,6 +32,8 @@ struct WindowSnapshot {
   int64_t end_ns = 0;
   std::vector<SectionWindowStats> sections;
   DropCounters dropped;  // during this window
+  GpuWindow gpu;         // CUPTI kernels, filled by the cupti source (gpu.present false: none)
+  GpuStatus gpu_status;  // for the file header
   NcclWindow nccl;       // NCCL operations (nccl_hooks/), when NCCL loaded the plugin
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "clock.h"
+#include "gpu_json.h"
 #include "json_out.h"
 #include "nccl_json.h"
 
@@ -25,6 +26,11 @@ void drops_json(JsonOut& j, const DropCounters& d) {
       .field("names_overflow", d.names_overflow)
       .field("occurrences_sampled", d.occurrences_sampled)
       .field("unclosed_at_exit", d.unclosed_at_exit)
+      .field("cupti_records_dropped", d.cupti_records_dropped)
+      .field("gpu_buffer_full", d.gpu_buffer_full)
+      .field("unmatched_correlation", d.unmatched_correlation)
+      .field("gpu_no_timestamp", d.gpu_no_timestamp)
+      .field("gpu_records_not_stored", d.gpu_records_not_stored)
       .end_object();
 }
 
@@ -90,6 +96,10 @@ std::string render_window(const WindowSnapshot& w) {
     j.end_object();
   }
   j.end_array();
+  if (w.gpu.present) {
+    j.key("gpu");
+    render_gpu_window(j, w.gpu, w.start_ns);
+  }
   if (w.nccl.active) render_nccl(j, w.nccl, w.start_ns);
   j.end_object();
   return s;
@@ -134,14 +144,23 @@ std::string SegmentWriter::render_header(const DropCounters& totals, bool final,
   if (signal) j.value(signal); else j.null();
   j.key("clock").begin_object()
       .field("source", "CLOCK_MONOTONIC + epoch_offset_ns")
-      .field("epoch_offset_ns", info_.epoch_offset_ns)
-      .end_object();
+      .field("epoch_offset_ns", info_.epoch_offset_ns);
+  j.key("gpu_offset_ns");
+  if (gpu_status_.has_clock) j.value(gpu_status_.clock_offset_ns); else j.null();
+  j.key("gpu_offset_uncertainty_ns");
+  if (gpu_status_.has_clock) j.value(gpu_status_.clock_uncertainty_ns); else j.null();
+  j.end_object();
   j.key("config").begin_object()
       .field("flush_s", info_.flush_s)
       .field("sections", info_.sections_filter)
       .field("max_occurrences", info_.max_occurrences)
+      .field("cupti", info_.cupti_enabled)
+      .field("profiling_interval", info_.profiling_interval)
       .end_object();
   j.key("capture").begin_object().field("nvtx", info_.nvtx_status);
+  j.field("cupti", gpu_status_.cupti.empty() ? std::string(info_.cupti_enabled ? "idle" : "off: LAGGARD_CUPTI=0")
+                                             : gpu_status_.cupti);
+  if (!gpu_status_.library.empty()) j.field("cupti_library", gpu_status_.library);
   if (!info_.nccl_status.empty()) j.field("nccl", info_.nccl_status);
   j.end_object();
   j.key("dropped");
@@ -151,6 +170,7 @@ std::string SegmentWriter::render_header(const DropCounters& totals, bool final,
 
 std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& totals, bool final,
                                  int signal) {
+  if (!w.gpu_status.cupti.empty()) gpu_status_ = w.gpu_status;
   std::string rendered = render_window(w);
   // Start a new segment when this window would overflow the current one.
   if (!windows_json_.empty() &&

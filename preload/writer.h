@@ -28,6 +28,8 @@ struct FileInfo {
   std::string sections_filter;
   int max_occurrences = 0;
   std::string nvtx_status;       // "on", or "off: why"
+  bool cupti_enabled = false;    // LAGGARD_CUPTI
+  int profiling_interval = 1;    // LAGGARD_PROFILING_INTERVAL
   std::string nccl_status;       // "on" (offered to NCCL as its profiler plugin), or "off: why"
 };
 
@@ -54,6 +56,7 @@ class SegmentWriter {
   std::vector<std::string> windows_json_;  // the current segment's windows, rendered
   size_t windows_bytes_ = 0;
   bool dir_ready_ = false;
+  GpuStatus gpu_status_;                   // latest reported by the cupti source
 };
 
 // Renders one window as a JSON object (exposed for tests).

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <csignal>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -54,6 +55,44 @@ int main(int argc, char** argv) {
                       "report window in seconds (default: the capture flush interval)")
       ->check(CLI::Range(0.001, 1e7));
   rep_cmd->add_flag("--fail-on-stragglers", rep.fail_on_stragglers, "exit with 3 when stragglers are found");
+  rep_cmd->add_option("--step-section", rep.analyses.step_section,
+                      "NVTX section that marks a training step (default: the most frequent top-level one)");
+  rep_cmd->add_option("--top", rep.top, "rows in the text tables")->check(CLI::Range(1, 100000))->capture_default_str();
+  std::string cut_ranks, cut_hosts, cut_steps;
+  rep_cmd->add_option("--ranks", cut_ranks, "analyse only these ranks, e.g. 0,4-7");
+  rep_cmd->add_option("--hosts", cut_hosts, "analyse only the ranks on these hosts (comma-separated)");
+  rep_cmd->add_option("--steps", cut_steps, "analyse only these steps, e.g. 100:200");
+  rep_cmd->add_option("--sections", rep.cut.sections, "analyse only NVTX sections (and their kernels) matching this regex");
+  double divergence_us = 0, launch_cut_us = 100, runtime_cut_us = 50;
+  rep_cmd->add_option("--divergence-us", divergence_us,
+                      "time-to-kernel-end divergence that counts (default: max(20 us, 5 % of the median step))")
+      ->check(CLI::Range(0.0, 1e9));
+  rep_cmd->add_option("--kernel-wait-ns", rep.analyses.breakdown.kernel_wait_ns,
+                      "gaps shorter than this are kernel wait (HTA)")->check(CLI::Range(0, 1'000'000'000))
+      ->capture_default_str();
+  rep_cmd->add_option("--launch-delay-cutoff-us", launch_cut_us, "launch delay outlier cut-off (HTA)")
+      ->check(CLI::Range(0.0, 1e9))->capture_default_str();
+  rep_cmd->add_option("--runtime-cutoff-us", runtime_cut_us, "launch call duration outlier cut-off (HTA)")
+      ->check(CLI::Range(0.0, 1e9))->capture_default_str();
+
+  laggard::cli::DiffOptions diff;
+  auto* diff_cmd = app.add_subcommand("diff", "compare two runs: sections and kernels added, removed or changed");
+  diff_cmd->add_option("a", diff.dir_a, "run directory (or output directory) A")->required();
+  diff_cmd->add_option("b", diff.dir_b, "run directory (or output directory) B")->required();
+  diff_cmd->add_option("--run-a", diff.run_a, "run id in A when it holds several");
+  diff_cmd->add_option("--run-b", diff.run_b, "run id in B when it holds several");
+  diff_cmd->add_option("--format", diff.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  diff_cmd->add_option("--threshold", diff.threshold, "relative change that counts")->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  diff_cmd->add_option("--top", diff.top, "rows per table")->check(CLI::Range(1, 100000))->capture_default_str();
+
+  laggard::cli::TraceOptions trace;
+  std::string trace_ranks;
+  auto* trace_cmd = app.add_subcommand("trace", "write all ranks' timelines as one Chrome trace (Perfetto)");
+  trace_cmd->add_option("dir", trace.dir, "run directory, or an output directory holding runs")->required();
+  trace_cmd->add_option("-o,--output", trace.output, "trace file to write")->capture_default_str();
+  trace_cmd->add_option("--run", trace.run_id, "run id when the directory holds several");
+  trace_cmd->add_option("--ranks", trace_ranks, "only these ranks, e.g. 0,4-7");
 
   // Split at the first "--" after "run" ourselves: CLI11 would otherwise reorder CMD's words.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -92,5 +131,28 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (*diff_cmd) return laggard::cli::diff_command(diff, std::cout, std::cerr);
+  if (*trace_cmd) {
+    try {
+      if (!trace_ranks.empty()) trace.cut.ranks = laggard::report::parse_rank_list(trace_ranks);
+    } catch (const std::exception& e) {
+      std::cerr << "laggard trace: " << e.what() << '\n';
+      return 2;
+    }
+    return laggard::cli::trace_command(trace, std::cerr);
+  }
+  try {
+    if (!cut_ranks.empty()) rep.cut.ranks = laggard::report::parse_rank_list(cut_ranks);
+    if (!cut_steps.empty()) rep.cut.steps = laggard::report::parse_step_range(cut_steps);
+    std::stringstream hosts(cut_hosts);
+    for (std::string h; std::getline(hosts, h, ',');)
+      if (!h.empty()) rep.cut.hosts.insert(h);
+  } catch (const std::exception& e) {
+    std::cerr << "laggard report: " << e.what() << '\n';
+    return 2;
+  }
+  rep.analyses.jitter.divergence_ns = divergence_us * 1e3;
+  rep.analyses.breakdown.launch_delay_cutoff_ns = launch_cut_us * 1e3;
+  rep.analyses.breakdown.runtime_cutoff_ns = runtime_cut_us * 1e3;
   return laggard::cli::report_command(rep, std::cout, std::cerr);
 }

@@ -77,6 +77,7 @@ struct KernelWindowStats {
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint64_t count = 0;
   int64_t total_ns = 0, min_ns = 0, max_ns = 0, median_ns = 0;
+  bool graph = false;                     // launched as part of a CUDA graph (kept apart from direct launches)
 };
 
 // One NCCL operation as this rank saw it (profiler plugin).
@@ -128,6 +129,7 @@ struct RankData {
   std::string nvtx_status;
   Counts dropped;      // totals over the run
   int64_t gpu_clock_offset_ns = 0;  // host epoch - GPU timestamp, as measured at start (0: no GPU data)
+  std::string cupti_status;         // "on", "off: why", "idle: ..." (empty: schema_version 1)
   std::vector<CaptureWindow> windows;  // sorted by index
   std::vector<std::string> files;
 };

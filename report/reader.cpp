@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "reader_gpu.h"
 #include "reader_nccl.h"
 #include "signals.h"
 
@@ -38,7 +39,7 @@ std::vector<fs::path> rank_files_in(const fs::path& dir) {
 }
 
 fs::file_time_type newest(const std::vector<fs::path>& files) {
-  fs::file_time_type t{};
+  fs::file_time_type t = fs::file_time_type::min();  // its epoch is not 1970: {} is not "oldest"
   std::error_code ec;
   for (const auto& f : files) t = std::max(t, fs::last_write_time(f, ec));
   return t;
@@ -65,6 +66,8 @@ struct Segment {
   double flush_s = 0;
   Counts dropped;
   std::vector<CaptureWindow> windows;
+  int64_t gpu_clock_offset_ns = 0;
+  std::string cupti_status;
 };
 
 template <class T>
@@ -131,7 +134,11 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
   s.final = get_or<bool>(j, "final", false);
   s.signal = get_or<int>(j, "signal", 0);
   if (auto it = j.find("config"); it != j.end()) s.flush_s = get_or<double>(*it, "flush_s", 0.0);
-  if (auto it = j.find("capture"); it != j.end()) s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
+  if (auto it = j.find("capture"); it != j.end()) {
+    s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
+    s.cupti_status = get_or<std::string>(*it, "cupti", "");
+  }
+  if (auto it = j.find("clock"); it != j.end()) s.gpu_clock_offset_ns = get_or<int64_t>(*it, "gpu_offset_ns", 0);
   s.dropped = read_counts(j.value("dropped", json::object()));
   for (const json& w : j.at("windows")) {
     CaptureWindow cw;
@@ -140,6 +147,7 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
     cw.end_ns = w.at("end_ns").get<int64_t>();
     cw.dropped = read_counts(w.value("dropped", json::object()));
     for (const json& sec : w.at("sections")) cw.sections.push_back(read_section(sec, cw.start_ns));
+    if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     s.windows.push_back(std::move(cw));
   }
@@ -232,6 +240,8 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     r.signal = last.signal;
     r.flush_s = last.flush_s;
     r.nvtx_status = last.nvtx_status;
+    r.cupti_status = last.cupti_status;
+    r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
     r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
     std::set<uint64_t> seen;
     for (Segment* s : segs) {
@@ -296,10 +306,10 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   for (const auto& r : model.ranks) {
     uint64_t lost = 0;
     for (const auto& [k, v] : r.dropped)
-      if (k != "occurrences_sampled") lost += v;
+      if (k != "occurrences_sampled" && k != "gpu_records_not_stored") lost += v;
     if (lost)
       model.problems.push_back({"dropped_records", r.rank, "",
-                                fmt::format("rank {} lost or could not match {} ranges (see dropped counts)",
+                                fmt::format("rank {} lost or could not match {} records (see dropped counts)",
                                             r.rank, lost)});
   }
   return model;

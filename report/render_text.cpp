@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "render.h"
+#include "render_analyses.h"
 
 namespace laggard::report {
 namespace {
@@ -53,7 +54,8 @@ size_t hosts(const RunModel& m) {
 
 }  // namespace
 
-void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& out) {
+void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& out, const Analyses* analyses,
+                 size_t top) {
   out << fmt::format("laggard report: run {} ({})\n", model.run_id, model.dir);
   out << fmt::format("  {} of {} ranks on {} host(s), {:.1f} s of data, {} report window(s) of {:g} s\n",
                      model.ranks.size(), model.world_size, hosts(model),
@@ -71,6 +73,8 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     out << '\n';
   }
 
+  if (analyses) render_verdict_text(*analyses, out);
+
   out << fmt::format("\nStragglers (score below {:.2f} relative / {:.2f} individual): {}\n",
                      rep.options.relative_threshold, rep.options.individual_threshold,
                      rep.stragglers.empty() ? "none" : std::to_string(rep.stragglers.size()));
@@ -78,7 +82,9 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC",
                        "SCORE", "WHEN");
     for (const Straggler& s : rep.stragglers)
-      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host, s.section,
+      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host,
+                         s.scope == "gpu" ? (s.section.empty() ? std::string("[GPU] all kernels") : "[GPU] " + s.section)
+                                          : s.section,
                          s.metric, s.score, windows_str(s.windows, rep.windows.size()));
   }
 
@@ -95,12 +101,29 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   }
 
   // Per rank: the weakest section by relative score, so 1000 ranks still read as a list.
-  out << "\nRanks (weakest section per rank):\n";
-  out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", "RANK", "HOST", "SECTION", "REL", "IND");
-  for (const RankScores& r : rep.ranks) {
-    const std::pair<const std::string, SectionScore>* worst = nullptr;
+  // Small jobs list every rank; large ones the weakest `top` (all are in the JSON).
+  using Weakest = const std::pair<const std::string, SectionScore>*;
+  auto weakest = [](const RankScores& r) {
+    Weakest worst = nullptr;
     for (const auto& kv : r.sections)
       if (kv.second.relative && (!worst || *kv.second.relative < *worst->second.relative)) worst = &kv;
+    return worst;
+  };
+  std::vector<const RankScores*> shown;
+  for (const RankScores& r : rep.ranks) shown.push_back(&r);
+  const bool all = shown.size() <= std::max<size_t>(16, top);
+  if (!all) {
+    auto score = [&](const RankScores* r) { Weakest w = weakest(*r); return w ? *w->second.relative : 2.0; };
+    std::stable_sort(shown.begin(), shown.end(), [&](auto* a, auto* b) { return score(a) < score(b); });
+    shown.resize(top);
+  }
+  out << (all ? "\nRanks (weakest section per rank):\n"
+              : fmt::format("\nRanks (the {} with the weakest section; all {} in --format json):\n", top,
+                            rep.ranks.size()));
+  out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", "RANK", "HOST", "SECTION", "REL", "IND");
+  for (const RankScores* rp : shown) {
+    const RankScores& r = *rp;
+    Weakest worst = weakest(r);
     if (!worst) {
       out << fmt::format("  {:>5}  {:<16} {:<24}\n", r.rank, r.host, "(no data)");
       continue;
@@ -108,6 +131,7 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", r.rank, r.host, worst->first,
                        score_str(worst->second.relative), score_str(worst->second.individual));
   }
+  if (analyses) render_analyses_text(model, *analyses, top, out);
 }
 
 }  // namespace laggard::report

@@ -4,6 +4,8 @@
 #include <ostream>
 #include <string>
 
+#include "analyses.h"
+#include "cut.h"
 #include "reader.h"
 #include "scores.h"
 
@@ -15,8 +17,32 @@ struct ReportOptions {
   std::string output;            // file; empty: stdout
   report::ReadOptions read;
   report::ScoreOptions scores;
+  report::AnalysisOptions analyses;
+  report::Cut cut;
+  size_t top = 5;
   bool fail_on_stragglers = false;
 };
+
+struct DiffOptions {
+  std::string dir_a, dir_b;
+  std::string run_a, run_b;
+  std::string format = "text";
+  double threshold = 0.05;
+  size_t top = 20;
+};
+
+struct TraceOptions {
+  std::string dir;
+  std::string run_id;
+  std::string output = "laggard-trace.json";
+  report::Cut cut;
+};
+
+// Exit codes: 0 done, 2 nothing readable or output not writable.
+int trace_command(const TraceOptions& options, std::ostream& err);
+
+// Exit codes: 0 done, 2 nothing readable.
+int diff_command(const DiffOptions& options, std::ostream& out, std::ostream& err);
 
 // Exit codes: 0 done, 2 nothing readable, 3 stragglers found with fail_on_stragglers.
 int report_command(const ReportOptions& options, std::ostream& out, std::ostream& err);

@@ -68,7 +68,7 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
     for (auto& [name, a] : acc[ri]) {
       for (auto& [p, n] : a.parents) parent_votes[name][p] += n;
       if (a.all.empty()) continue;
-      double m = weighted_median(a.all);
+      double m = lower_weighted_median(a.all);
       med[ri][name] = m;
       auto it = best.find(name);
       if (it == best.end() || m < it->second) best[name] = m;
@@ -81,7 +81,7 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   for (size_t ri = 0; ri < model.ranks.size(); ++ri)
     for (auto& [name, a] : acc[ri])
       for (auto& [k, samples] : a.by_window) {
-        double m = weighted_median(samples);
+        double m = lower_weighted_median(samples);
         wmed[ri][name][k] = m;
         auto& b = window_best[name];
         if (!b.count(k) || m < b[k]) b[k] = m;

@@ -1,7 +1,11 @@
 // NVRx straggler scores (nvidia-resiliency-ext, straggler package) for NVTX sections.
 //   relative score   = lowest median across ranks / this rank's median        (per window and run)
 //   individual score = this rank's best window median so far / this window's median
-// Scores run from 0 (worst) to 1 (best); below a threshold the rank is a straggler.
+// Scores run from 0 (worst) to 1 (best); below a threshold the rank is a straggler. As in NVRx,
+// a median of an even count is the lower middle value (torch.median), the individual reference
+// includes the current window (so a rank's first window scores 1), and a rank is a straggler
+// when its score is strictly below the threshold. Unlike NVRx, a section some rank never ran
+// is still scored among the ranks that ran it (NVRx turns it into NaN for everyone).
 // Report windows are wall-clock buckets of equal length starting at the run's first window,
 // so every rank is compared over the same interval regardless of when its flushes happened.
 #pragma once

@@ -31,4 +31,19 @@ double weighted_median(std::vector<std::pair<double, double>> v) {
   return v.back().first;
 }
 
+double lower_weighted_median(std::vector<std::pair<double, double>> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double total = 0;
+  for (const auto& p : v) total += p.second;
+  const double half = total / 2;
+  const double eps = 1e-9 * total;
+  double cum = 0;
+  for (const auto& [value, weight] : v) {
+    cum += weight;
+    if (cum >= half - eps) return value;
+  }
+  return v.back().first;
+}
+
 }  // namespace laggard::report

@@ -13,4 +13,8 @@ double median(std::vector<double> values);
 // Median of weighted values; equals median() when all weights are equal.
 double weighted_median(std::vector<std::pair<double, double>> value_weight);
 
+// NVRx's section statistic: torch.median, the LOWER middle value for an even count
+// (sorted[(n-1)/2]); weighted: the smallest value whose cumulative weight reaches half.
+double lower_weighted_median(std::vector<std::pair<double, double>> value_weight);
+
 }  // namespace laggard::report

@@ -19,6 +19,8 @@ inline const std::string kLaggard = kBin + "/laggard";
 inline const std::string kDemo = kBin + "/laggard-demo";
 inline const std::string kFakeNccl = kBin + "/laggard-fake-nccl";
 inline const std::string kLibrary = kBin + "/liblaggard.so";
+inline const std::string kFakeCudaApp = kBin + "/laggard-fake-cuda-app";
+inline const std::string kFakeCuda = kBin + "/fake-cuda/libcuda.so.1";  // fake driver + CUPTI
 
 // Variables a developer's shell might carry into the tests; every child starts without them.
 inline ProcessOptions clean_env() {
@@ -26,7 +28,8 @@ inline ProcessOptions clean_env() {
   for (const char* v : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK",
                         "PMI_RANK", "PMIX_RANK", "TORCHELASTIC_RUN_ID", "LD_PRELOAD", "NVTX_INJECTION64_PATH",
                         "LAGGARD_ENABLE", "LAGGARD_OUT", "LAGGARD_SECTIONS", "LAGGARD_FLUSH_S", "LAGGARD_LOG",
-                        "LAGGARD_RANK", "LAGGARD_RUN_ID", "LAGGARD_LIB", "LAGGARD_NCCL", "NCCL_PROFILER_PLUGIN"})
+                        "LAGGARD_RANK", "LAGGARD_RUN_ID", "LAGGARD_LIB", "LAGGARD_CUPTI", "LAGGARD_CUPTI_PATH",
+                        "LAGGARD_PROFILING_INTERVAL", "CUDA_INJECTION64_PATH", "LAGGARD_NCCL", "NCCL_PROFILER_PLUGIN"})
     o.env[v] = std::nullopt;
   return o;
 }

@@ -218,8 +218,10 @@ TEST(Library, LinksNoVendorLibrariesAndExportsOnlyEntryPoints) {
       exported.insert(name.substr(0, name.find('@')));
   }
   EXPECT_TRUE(exported.count("InitializeInjectionNvtx2"));
+  EXPECT_TRUE(exported.count("InitializeInjection"));  // the CUDA driver's injection hook
   for (const auto& s : exported)
-    EXPECT_TRUE(s == "InitializeInjectionNvtx2" || s.rfind("ncclProfiler_v", 0) == 0) << s;
+    EXPECT_TRUE(s == "InitializeInjectionNvtx2" || s == "InitializeInjection" || s.rfind("ncclProfiler_v", 0) == 0)
+        << s;
 }
 
 }  // namespace

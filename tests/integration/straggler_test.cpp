@@ -110,3 +110,54 @@ TEST_F(EndToEnd, RunWithReportFlagPrintsTheReport) {
 
 }  // namespace
 }  // namespace laggard::test
+
+namespace laggard::test {
+namespace {
+
+TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
+  ASSERT_EQ(run_demo(4, {"--steps", "12"}).exit_code, 0);
+  std::string first_run;
+  for (const auto& e : std::filesystem::directory_iterator(out())) first_run = e.path().string();
+  ASSERT_EQ(run_demo(4, {"--steps", "12", "--slow-rank", "1", "--slow-section", "backward", "--slow-factor", "2"})
+                .exit_code,
+            0);
+  // The newest run is the slow one; a cut to ranks 2-3 hides rank 1's problem.
+  nlohmann::json all = report();
+  EXPECT_EQ(all["other_runs"].size(), 1u);
+  EXPECT_FALSE(all["stragglers"].empty());
+  EXPECT_EQ(all["verdict"]["findings"][0]["rank"], 1);
+  EXPECT_EQ(all["steps"]["count"], 12);
+  nlohmann::json cut = report({"--ranks", "2-3"});
+  EXPECT_EQ(cut["ranks"].size(), 2u);
+  EXPECT_TRUE(cut["stragglers"].empty()) << cut["stragglers"].dump();
+  nlohmann::json steps = report({"--steps", "3:5"});
+  EXPECT_EQ(steps["steps"]["count"], 3);
+  ProcessResult bad = run_process({kLaggard, "report", out(), "--ranks", "x"}, clean_env());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad rank list"), std::string::npos);
+
+  std::string second_run;
+  for (const auto& e : std::filesystem::directory_iterator(out()))
+    if (e.path().string() != first_run) second_run = e.path().string();
+  ProcessResult diff = run_process({kLaggard, "diff", first_run, second_run, "--format", "json"}, clean_env());
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  nlohmann::json d = nlohmann::json::parse(diff.out);
+  std::map<std::string, std::string> status;
+  for (const auto& e : d["sections"]) status[e["name"]] = e["status"];
+  EXPECT_EQ(status["backward"], "changed");  // rank 1 of 4 doubled: +25 % total time per rank
+  EXPECT_EQ(status["attention"], "same");
+  ProcessResult text = run_process({kLaggard, "diff", first_run, second_run}, clean_env());
+  EXPECT_NE(text.out.find("NVTX sections"), std::string::npos) << text.out;
+
+  std::string trace_file = dir + "/trace.json";
+  ProcessResult trace = run_process({kLaggard, "trace", out(), "--ranks", "1", "-o", trace_file}, clean_env());
+  ASSERT_EQ(trace.exit_code, 0) << trace.err;
+  nlohmann::json t = nlohmann::json::parse(read_file(trace_file));
+  std::set<int> pids;
+  for (const auto& e : t["traceEvents"]) pids.insert(e["pid"].get<int>());
+  EXPECT_EQ(pids, std::set<int>{1});
+  EXPECT_GT(t["traceEvents"].size(), 12u * 7);  // 12 steps x 7 sections at least
+}
+
+}  // namespace
+}  // namespace laggard::test

@@ -74,6 +74,38 @@ TEST(Config, ParseIntIsStrict) {
   EXPECT_FALSE(parse_int("99999999999999999999", 0, 100, &v));
 }
 
+TEST(Config, GpuCaptureDefaults) {
+  Config c = parse_config(map_env({})).config;
+  EXPECT_TRUE(c.cupti);
+  EXPECT_EQ(c.profiling_interval, 1);
+  EXPECT_EQ(c.cupti_path, "");
+}
+
+TEST(Config, GpuCaptureVariables) {
+  ConfigResult r = parse_config(map_env({{"LAGGARD_CUPTI", "0"},
+                                         {"LAGGARD_PROFILING_INTERVAL", "5"},
+                                         {"LAGGARD_CUPTI_PATH", "/opt/cuda/lib64"}}));
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_FALSE(r.config.cupti);
+  EXPECT_EQ(r.config.profiling_interval, 5);
+  EXPECT_EQ(r.config.cupti_path, "/opt/cuda/lib64");
+  for (const char* v : {"1", "on", "TRUE", "yes", ""})
+    EXPECT_TRUE(parse_config(map_env({{"LAGGARD_CUPTI", v}})).config.cupti) << v;
+  for (const char* v : {"off", "false", "No"})
+    EXPECT_FALSE(parse_config(map_env({{"LAGGARD_CUPTI", v}})).config.cupti) << v;
+}
+
+TEST(Config, BadGpuValuesWarnAndKeepDefaults) {
+  ConfigResult r = parse_config(map_env({{"LAGGARD_CUPTI", "sometimes"}, {"LAGGARD_PROFILING_INTERVAL", "0"}}));
+  ASSERT_EQ(r.warnings.size(), 2u);
+  EXPECT_NE(r.warnings[0].find("LAGGARD_CUPTI='sometimes'"), std::string::npos) << r.warnings[0];
+  EXPECT_NE(r.warnings[1].find("LAGGARD_PROFILING_INTERVAL='0'"), std::string::npos) << r.warnings[1];
+  EXPECT_TRUE(r.config.cupti);
+  EXPECT_EQ(r.config.profiling_interval, 1);
+  for (const char* v : {"-2", "x", "1.5", "2000000"})
+    EXPECT_EQ(parse_config(map_env({{"LAGGARD_PROFILING_INTERVAL", v}})).config.profiling_interval, 1) << v;
+}
+
 }  // namespace
 }  // namespace laggard
 

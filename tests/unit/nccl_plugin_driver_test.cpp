@@ -6,7 +6,9 @@
 // Its own executable: loading the library sets environment variables and starts threads.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -39,7 +41,14 @@ int64_t epoch_ns() {
 class NcclDriver : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    out_ = fs::temp_directory_path() / ("laggard-nccl-test-" + std::to_string(getpid()));
+    // In the build tree, one directory per test process (ctest runs them in parallel), kept after
+    // the tests: the library's exit flush writes once more. Directories of dead processes go here.
+    fs::create_directories(LAGGARD_TEST_OUT);
+    for (const auto& e : fs::directory_iterator(LAGGARD_TEST_OUT)) {
+      pid_t pid = static_cast<pid_t>(std::atoll(e.path().filename().c_str()));
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(e.path());
+    }
+    out_ = fs::path(LAGGARD_TEST_OUT) / std::to_string(getpid());
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "2", 1);
     setenv("LAGGARD_OUT", out_.c_str(), 1);
@@ -59,7 +68,6 @@ class NcclDriver : public ::testing::Test {
     v6_ = static_cast<nabi::ProfilerV6*>(dlsym(nccl_lib_, "ncclProfiler_v6"));
     ASSERT_TRUE(v4_ && v5_ && v6_);
   }
-  static void TearDownTestSuite() { fs::remove_all(out_); }
 
   // All collectives of one communicator (by id) once `ready` holds for them.
   static std::vector<Collective> wait_for(const std::string& comm_id,

@@ -54,7 +54,10 @@ F core2(int id) { return reinterpret_cast<F>(g_core2[id]); }
 class NvtxInjection : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    out_ = fs::temp_directory_path() / ("laggard-nvtx-test-" + std::to_string(getpid()));
+    // In the build tree, cleared here rather than at the end: the library's exit flush writes
+    // one more window after the tests are done.
+    out_ = fs::path(LAGGARD_TEST_OUT);
+    fs::remove_all(out_);
     setenv("RANK", "3", 1);
     setenv("WORLD_SIZE", "4", 1);
     setenv("LAGGARD_OUT", out_.c_str(), 1);
@@ -68,7 +71,6 @@ class NvtxInjection : public ::testing::Test {
     init_ = reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(dlsym(handle_, "InitializeInjectionNvtx2"));
     ASSERT_NE(init_, nullptr);
   }
-  static void TearDownTestSuite() { fs::remove_all(out_); }
 
   static laggard::report::RunModel wait_for_data(size_t want_sections) {
     for (int i = 0; i < 100; ++i) {

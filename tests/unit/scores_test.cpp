@@ -41,6 +41,14 @@ TEST(Stats, Median) {
   EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
 }
 
+TEST(Stats, LowerMedianAsTorchMedian) {
+  EXPECT_EQ(lower_weighted_median({{4, 1}, {1, 1}, {3, 1}, {2, 1}}), 2);
+  EXPECT_EQ(lower_weighted_median({{5, 1}, {1, 1}, {3, 1}}), 3);
+  EXPECT_EQ(lower_weighted_median({{1, 1}, {10, 5}}), 10);
+  EXPECT_EQ(lower_weighted_median({{1, 3}, {10, 3}}), 1);
+  EXPECT_EQ(lower_weighted_median({}), 0);
+}
+
 TEST(Stats, WeightedMedianMatchesMedianForUnitWeights) {
   EXPECT_EQ(weighted_median({{1, 1}, {2, 1}, {3, 1}, {4, 1}}), 2.5);
   EXPECT_EQ(weighted_median({{5, 1}, {1, 1}, {3, 1}}), 3);
@@ -48,14 +56,15 @@ TEST(Stats, WeightedMedianMatchesMedianForUnitWeights) {
   EXPECT_EQ(weighted_median({{1, 3}, {10, 1}}), 1);
 }
 
-// Hand-computed example (window medians in ns):
+// Hand-computed example (window medians in ns; an even count takes the lower middle, as
+// torch.median in NVRx does):
 //   rank 0: w0 [10,12,14] -> 12, w1 [10,10] -> 10, whole run [10,10,10,12,14] -> 10
-//   rank 1: w0 [20,20,21] -> 20, w1 [20]    -> 20, whole run -> 20
-//   rank 2: w0 [10]       -> 10, w1 [30,40] -> 35, whole run [10,30,40] -> 30
+//   rank 1: w0 [20,20,21] -> 20, w1 [20]    -> 20, whole run [20,20,20,21] -> 20
+//   rank 2: w0 [10]       -> 10, w1 [30,40,50] -> 40, whole run [10,30,40,50] -> 30
 TEST(Scores, MatchesHandComputedNvrxScores) {
   RunModel m;
   m.ranks = {rank_with(0, "fwd", {{10, 12, 14}, {10, 10}}), rank_with(1, "fwd", {{20, 20, 21}, {20}}),
-             rank_with(2, "fwd", {{10}, {30, 40}})};
+             rank_with(2, "fwd", {{10}, {30, 40, 50}})};
   ScoreOptions opt;
   opt.window_s = 1;
   ScoreReport rep = compute_scores(m, opt);
@@ -70,16 +79,16 @@ TEST(Scores, MatchesHandComputedNvrxScores) {
   EXPECT_DOUBLE_EQ(*whole(2).relative, 10.0 / 30);
   EXPECT_DOUBLE_EQ(*whole(0).individual, 1.0);
   EXPECT_DOUBLE_EQ(*whole(1).individual, 1.0);
-  EXPECT_DOUBLE_EQ(*whole(2).individual, 10.0 / 35);
+  EXPECT_DOUBLE_EQ(*whole(2).individual, 10.0 / 40);
   EXPECT_EQ(whole(0).count, 5u);
 
   auto win = [&](int w, int r) { return rep.windows[w].ranks[r].sections.at("fwd"); };
   EXPECT_DOUBLE_EQ(*win(0, 0).relative, 10.0 / 12);
   EXPECT_DOUBLE_EQ(*win(0, 1).relative, 0.5);
   EXPECT_DOUBLE_EQ(*win(0, 2).relative, 1.0);
-  EXPECT_DOUBLE_EQ(*win(1, 2).relative, 10.0 / 35);
+  EXPECT_DOUBLE_EQ(*win(1, 2).relative, 10.0 / 40);
   EXPECT_DOUBLE_EQ(*win(1, 0).individual, 1.0);   // 10 is its new best
-  EXPECT_DOUBLE_EQ(*win(1, 2).individual, 10.0 / 35);
+  EXPECT_DOUBLE_EQ(*win(1, 2).individual, 10.0 / 40);
 
   ASSERT_EQ(rep.stragglers.size(), 3u);
   EXPECT_EQ(rep.stragglers[0].rank, 2);

@@ -1,0 +1,85 @@
+// Per-window aggregation of GPU records: statistics per (section, name, kind, graph, grid,
+// block) for scores, and the records themselves (up to a cap) for later analyses. Not
+// thread-safe: the caller (GpuCapture) serializes access with its data mutex.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "activity_parser.h"
+#include "correlation_table.h"
+#include "gpu_window.h"
+
+namespace laggard::cupti {
+
+class GpuAggregator {
+ public:
+  static constexpr size_t kRecordsPerWindow = 65536;
+  static constexpr size_t kMedianSample = 4096;
+
+  using SectionName = std::function<std::string(uint32_t section_id)>;
+
+  explicit GpuAggregator(size_t records_per_window = kRecordsPerWindow, size_t median_sample = kMedianSample);
+
+  // launch: what the launch callback saw for this record's correlation id; null when unknown
+  // (the record then counts as unmatched and goes to "(no section)").
+  void add(const GpuRecord& r, const LaunchInfo* launch);
+
+  // Hands over the open window and starts the next one. gpu_to_epoch_ns maps CUPTI timestamps,
+  // mono_to_epoch_ns maps CLOCK_MONOTONIC (launch times) to epoch ns.
+  GpuWindow close(int64_t gpu_to_epoch_ns, int64_t mono_to_epoch_ns, const SectionName& section_name);
+
+  // Counts for the open window.
+  uint64_t records() const { return records_; }
+  uint64_t unmatched() const { return unmatched_; }
+  uint64_t not_stored() const { return not_stored_; }
+  size_t distinct_names() const { return names_.size(); }
+
+ private:
+  struct Key {
+    uint32_t section, name;
+    RecordKind kind;
+    bool graph;
+    std::array<uint32_t, 3> grid, block;
+    bool operator==(const Key& o) const {
+      return section == o.section && name == o.name && kind == o.kind && graph == o.graph &&
+             grid == o.grid && block == o.block;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  struct Acc {
+    uint64_t count = 0;
+    int64_t total = 0, min = 0, max = 0;
+    std::vector<int64_t> sample;  // reservoir of durations for the median
+  };
+  struct Stored {
+    GpuRecord r;  // r.name is not used (may dangle): name_id holds it
+    uint32_t name_id, section;
+    LaunchInfo launch;
+    bool matched;
+  };
+
+  uint32_t intern(const GpuRecord& r);
+  uint64_t next_random();
+
+  const size_t records_cap_, median_cap_;
+  // Process-wide kernel names: CUPTI shares one name pointer among a kernel's records, so the
+  // pointer finds the id without hashing the (often very long) name.
+  std::vector<std::string> names_;
+  std::vector<bool> nccl_;
+  std::unordered_map<const char*, uint32_t> by_ptr_;
+  std::unordered_map<std::string, uint32_t> by_text_;
+
+  std::unordered_map<Key, Acc, KeyHash> stats_;
+  std::vector<Stored> stored_;
+  uint64_t records_ = 0, unmatched_ = 0, not_stored_ = 0;
+  uint64_t rng_ = 0x2545f4914f6cdd1dull;
+};
+
+}  // namespace laggard::cupti

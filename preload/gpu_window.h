@@ -1,0 +1,70 @@
+// GPU activity of one window (CUPTI), as the writer needs it: plain data, strings resolved into a
+// window-local table, times in epoch nanoseconds. Filled by the cupti/ source in its on_window hook.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace laggard {
+
+enum class GpuRecordKind : uint8_t { kernel = 0, memcpy = 1, memset = 2 };
+
+constexpr uint32_t kNoString = 0xffffffffu;  // no section: "(no section)" in the report
+
+// Per (section, name, kind, graph, grid, block): what GPU scores are computed from.
+struct GpuKernelStats {
+  uint32_t section = kNoString;  // index into GpuWindow::strings
+  uint32_t name = kNoString;     // kernel name as CUPTI gives it (mangled); "[memcpy HtoD]", "[memset]"
+  GpuRecordKind kind = GpuRecordKind::kernel;
+  bool nccl = false;             // NCCL kernel: communication, not compute
+  bool graph = false;            // launched as part of a CUDA graph
+  std::array<uint32_t, 3> grid{}, block{};
+  uint64_t count = 0;
+  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  int64_t median_ns = 0;         // exact up to kMedianSample durations per key and window
+};
+
+// Per-record flags in GpuRecords::flags.
+constexpr uint8_t kGpuFlagNccl = 1;
+constexpr uint8_t kGpuFlagGraph = 2;
+constexpr uint8_t kGpuFlagUnmatched = 4;  // launching call not seen: section unknown
+
+// One entry per GPU activity, columnar (one vector per field) so a window of many thousands of
+// kernels stays a few arrays of numbers on disk.
+struct GpuRecords {
+  std::vector<uint8_t> kind;            // GpuRecordKind
+  std::vector<uint32_t> name, section;  // indices into GpuWindow::strings (section: kNoString)
+  std::vector<int64_t> start_ns, dur_ns;          // GPU time, epoch ns
+  std::vector<int64_t> api_start_ns, api_dur_ns;  // launching host call, epoch ns; dur -1: unknown
+  std::vector<uint32_t> tid, correlation, stream;
+  std::vector<int32_t> device;
+  std::vector<int32_t> shape;           // index into shapes, -1 for memcpy/memset
+  std::vector<uint64_t> bytes;          // memcpy/memset
+  std::vector<uint8_t> copy_kind;       // CUPTI's CUpti_ActivityMemcpyKind value
+  std::vector<uint8_t> flags;           // kGpuFlag*
+  std::vector<std::array<uint32_t, 6>> shapes;  // grid x,y,z, block x,y,z
+
+  size_t size() const { return kind.size(); }
+};
+
+struct GpuWindow {
+  bool present = false;         // CUPTI capture was attached during this window
+  bool sampled = false;         // capture was switched on for this window (LAGGARD_PROFILING_INTERVAL)
+  int64_t clock_offset_ns = 0;  // host epoch - CUPTI timestamp, measured at this window's close
+  std::vector<std::string> strings;
+  std::vector<GpuKernelStats> kernels;
+  GpuRecords records;           // up to kGpuRecordsPerWindow; the rest are counted, not stored
+};
+
+// What the file header says about GPU capture; the latest window's state wins.
+struct GpuStatus {
+  std::string cupti;            // "on", "off: why", "idle: ..." (empty: not reported)
+  std::string library;          // the libcupti that was loaded
+  bool has_clock = false;
+  int64_t clock_offset_ns = 0;          // host epoch - CUPTI timestamp
+  int64_t clock_uncertainty_ns = 0;     // width of the tightest measurement bracket
+};
+
+}  // namespace laggard

@@ -1,0 +1,15 @@
+#include "analyses.h"
+
+namespace laggard::report {
+
+Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
+                      const StepSet* steps_override) {
+  Analyses a;
+  a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
+  a.jitter = analyze_jitter(model, a.steps, opt.jitter);
+  a.breakdown = analyze_breakdown(model, a.steps, opt.breakdown);
+  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict);
+  return a;
+}
+
+}  // namespace laggard::report

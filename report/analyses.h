@@ -1,0 +1,34 @@
+// Everything `laggard report` derives beyond the NVRx section scores, computed in one place
+// so the text and JSON renderers show the same thing.
+#pragma once
+
+#include <string>
+
+#include "breakdown.h"
+#include "gpu_scores.h"
+#include "jitter.h"
+#include "scores.h"
+#include "steps.h"
+#include "verdict.h"
+
+namespace laggard::report {
+
+struct AnalysisOptions {
+  std::string step_section;
+  JitterOptions jitter;
+  BreakdownOptions breakdown;
+  VerdictOptions verdict;
+};
+
+struct Analyses {
+  GpuScoreReport gpu;  // NVRx GPU scores (computed with the section scores, shown with these)
+  StepSet steps;
+  JitterReport jitter;
+  BreakdownReport breakdown;
+  Verdict verdict;
+};
+
+Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
+                      const StepSet* steps_override = nullptr);
+
+}  // namespace laggard::report

@@ -1,0 +1,15 @@
+// Reading a window's "gpu" object (schema_version 2, docs/schema.md "GPU") into the run model.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "model.h"
+
+namespace laggard::report {
+
+// Fills out.kernel_stats, out.gpu and out.gpu_sampled; strings are interned in `strings`.
+// Throws std::runtime_error (or a json exception) for malformed input; the reader turns that
+// into a Problem for the file.
+void read_gpu_window(const nlohmann::json& gpu, int64_t window_start_ns, StringTable& strings, CaptureWindow& out);
+
+}  // namespace laggard::report

@@ -1,0 +1,20 @@
+// Renderers of the analyses (verdict, steps, jitter, HTA breakdowns, diff).
+#pragma once
+
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "analyses.h"
+#include "diff.h"
+
+namespace laggard::report {
+
+void render_verdict_text(const Analyses& a, std::ostream& out);
+void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, std::ostream& out);
+nlohmann::json render_analyses_json(const RunModel& model, const Analyses& a);
+
+void render_diff_text(const RunDiff& d, size_t top, std::ostream& out);
+nlohmann::json render_diff_json(const RunDiff& d);
+
+}  // namespace laggard::report

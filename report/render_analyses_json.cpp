@@ -1,0 +1,193 @@
+#include "render_analyses.h"
+#include "render_gpu.h"
+
+namespace laggard::report {
+namespace {
+
+using nlohmann::json;
+
+double ms(double ns) { return ns / 1e6; }
+
+json temporal_json(const Temporal& t) {
+  return {{"span_ms", ms(t.span_ns)}, {"compute_ms", ms(t.compute_ns)}, {"comm_ms", ms(t.comm_ns)},
+          {"memory_ms", ms(t.memory_ns)}, {"idle_ms", ms(t.idle_ns)}};
+}
+
+json idle_json(const IdleSplit& i) {
+  return {{"host_wait_ms", ms(i.host_wait_ns)}, {"kernel_wait_ms", ms(i.kernel_wait_ns)}, {"other_ms", ms(i.other_ns)}};
+}
+
+json types_json(const TypeTotals& t) {
+  return {{"comp_ms", ms(t.comp_ns)}, {"comm_ms", ms(t.comm_ns)}, {"mem_ms", ms(t.mem_ns)},
+          {"comp_count", t.comp}, {"comm_count", t.comm}, {"mem_count", t.mem}};
+}
+
+json jitter_json(const JitterReport& j) {
+  json out = {{"available", j.available}, {"divergence_threshold_ms", ms(j.divergence_threshold_ns)}};
+  if (!j.available) {
+    out["why_not"] = j.why_not;
+    return out;
+  }
+  json steps = json::array();
+  for (size_t k = 0; k < j.steps.size(); ++k) {
+    const StepJitter& s = j.steps[k];
+    json per_rank = json::array();
+    for (size_t r = 0; r < j.matrix[k].size(); ++r) {
+      const RankStepJitter& c = j.matrix[k][r];
+      if (!c.present) continue;
+      json by_section = json::object();
+      for (auto& [name, v] : c.duration_excess_by_section) by_section[name]["kernel_excess_ms"] = ms(v);
+      for (auto& [name, v] : c.gap_excess_by_section) by_section[name]["gap_excess_ms"] = ms(v);
+      per_rank.push_back({{"rank", j.ranks[r].rank},
+                          {"end_divergence_ms", ms(c.end_divergence_ns)},
+                          {"kernel_excess_ms", ms(c.duration_excess_ns)},
+                          {"gap_excess_ms", ms(c.gap_excess_ns)},
+                          {"memory_excess_ms", ms(c.memory_excess_ns)},
+                          {"arrival_ms", c.arrival_ns >= 0 ? json(ms(c.arrival_ns)) : json(nullptr)},
+                          {"arrival_excess_ms", ms(c.arrival_excess_ns)},
+                          {"last_arrival", c.last_arrival},
+                          {"precollective_idle_excess_ms", ms(c.precollective_idle_excess_ns)},
+                          {"collective_launched_late", c.collective_launched_late},
+                          {"by_section", by_section}});
+    }
+    steps.push_back({{"step", s.step},
+                     {"ranks", s.ranks},
+                     {"median_ttke_ms", ms(s.median_ttke_ns)},
+                     {"worst_rank", s.worst_rank},
+                     {"worst_divergence_ms", ms(s.worst_divergence_ns)},
+                     {"first_diverging_position", s.first_diverging_slot},
+                     {"first_diverging_kernel", s.first_diverging_kernel},
+                     {"step_time_spread_ms", ms(s.step_time_spread_ns)},
+                     {"per_rank", per_rank}});
+  }
+  out["steps"] = steps;
+  json ranks = json::array();
+  for (const RankJitter& r : j.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"device", r.device},
+                     {"median_end_divergence_ms", ms(r.median_end_divergence_ns)},
+                     {"median_arrival_excess_ms", ms(r.median_arrival_excess_ns)},
+                     {"last_arrival_share", r.last_arrival_share},
+                     {"steps_worst", r.steps_worst},
+                     {"kernel_excess_ms", ms(r.duration_excess_ns)},
+                     {"gap_excess_ms", ms(r.gap_excess_ns)},
+                     {"median_launch_delay_ms", ms(r.median_launch_delay_ns)},
+                     {"near_zero_launch_delay_share", r.near_zero_launch_delay_share},
+                     {"median_step_ms", ms(r.median_step_ns)}});
+  out["ranks"] = ranks;
+  json hosts = json::array();
+  for (const HostJitter& h : j.hosts)
+    hosts.push_back({{"host", h.host}, {"ranks", h.ranks}, {"median_end_divergence_ms", ms(h.median_end_divergence_ns)},
+                     {"worst_rank", h.worst_rank}});
+  out["hosts"] = hosts;
+  json kernels = json::array();
+  for (const KernelSlotStats& k : j.kernels)
+    kernels.push_back({{"position", k.slot},
+                       {"name", k.name},
+                       {"section", k.section},
+                       {"nccl", k.nccl},
+                       {"median_duration_ms", ms(k.median_duration_ns)},
+                       {"min_rank", k.min_rank},
+                       {"min_duration_ms", ms(k.min_duration_ns)},
+                       {"max_rank", k.max_rank},
+                       {"max_duration_ms", ms(k.max_duration_ns)},
+                       {"median_gap_ms", ms(k.median_gap_ns)},
+                       {"max_gap_rank", k.max_gap_rank},
+                       {"max_gap_ms", ms(k.max_gap_ns)}});
+  out["kernels"] = kernels;
+  return out;
+}
+
+json breakdown_json(const BreakdownReport& b) {
+  json out = {{"available", b.available}};
+  if (!b.available) {
+    out["why_not"] = b.why_not;
+    return out;
+  }
+  out["options"] = {{"kernel_wait_ns", b.options.kernel_wait_ns},
+                    {"launch_delay_cutoff_ms", ms(b.options.launch_delay_cutoff_ns)},
+                    {"runtime_cutoff_ms", ms(b.options.runtime_cutoff_ns)}};
+  json ranks = json::array();
+  for (const RankBreakdown& r : b.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"temporal", temporal_json(r.temporal)},
+                     {"idle", idle_json(r.idle)},
+                     {"kernel_types", types_json(r.types)},
+                     {"comm_comp_overlap", r.overlap ? json(*r.overlap) : json(nullptr)},
+                     {"launch",
+                      {{"with_launch", r.launch.with_launch},
+                       {"short_kernels", r.launch.short_kernels},
+                       {"delay_outliers", r.launch.delay_outliers},
+                       {"runtime_outliers", r.launch.runtime_outliers},
+                       {"median_delay_ms", ms(r.launch.median_delay_ns)},
+                       {"p95_delay_ms", ms(r.launch.p95_delay_ns)},
+                       {"median_runtime_ms", ms(r.launch.median_runtime_ns)}}}});
+  out["ranks"] = ranks;
+  json hosts = json::array();
+  for (const HostBreakdown& h : b.hosts)
+    hosts.push_back({{"host", h.host}, {"ranks", h.ranks}, {"temporal", temporal_json(h.temporal)}, {"idle", idle_json(h.idle)}});
+  out["hosts"] = hosts;
+  json steps = json::array();
+  for (const StepBreakdown& s : b.steps)
+    steps.push_back({{"step", s.step}, {"median_idle_share", s.median_idle_share}, {"max_idle_rank", s.max_idle_rank},
+                     {"max_idle_share", s.max_idle_share}, {"median_host_wait_share", s.median_host_wait_share}});
+  out["steps"] = steps;
+  json top = json::array();
+  for (const TopKernel& k : b.top)
+    top.push_back({{"name", k.name}, {"type", k.type}, {"total_ms", ms(k.total_ns)}, {"count", k.count},
+                   {"share_of_type", k.share_of_type}, {"min_rank", k.min_rank}, {"min_rank_ms", ms(k.min_rank_ns)},
+                   {"max_rank", k.max_rank}, {"max_rank_ms", ms(k.max_rank_ns)}});
+  out["top_kernels"] = top;
+  json sections = json::object();
+  for (const auto& [name, t] : b.by_section) sections[name] = types_json(t);
+  out["by_section"] = sections;
+  return out;
+}
+
+}  // namespace
+
+json render_analyses_json(const RunModel& model, const Analyses& a) {
+  json out;
+  out["gpu"] = render_gpu_json(model, a.gpu);
+  out["steps"] = {{"source", a.steps.source},
+                  {"section", a.steps.section.empty() ? json(nullptr) : json(a.steps.section)},
+                  {"count", a.steps.count()}};
+  out["jitter"] = jitter_json(a.jitter);
+  out["breakdown"] = breakdown_json(a.breakdown);
+  json findings = json::array();
+  for (const Finding& f : a.verdict.findings)
+    findings.push_back({{"rank", f.rank},
+                        {"host", f.host},
+                        {"device", f.device >= 0 ? json(f.device) : json(nullptr)},
+                        {"cause", cause_name(f.cause)},
+                        {"kind", f.kind},
+                        {"section", f.section.empty() ? json(nullptr) : json(f.section)},
+                        {"first_step", f.first_step >= 0 ? json(f.first_step) : json(nullptr)},
+                        {"last_step", f.last_step >= 0 ? json(f.last_step) : json(nullptr)},
+                        {"impact_ms", ms(f.impact_ns)},
+                        {"cause_share", f.cause_share},
+                        {"summary", f.summary},
+                        {"evidence", f.evidence}});
+  json thresholds = json::array();
+  for (const Threshold& t : a.verdict.thresholds)
+    thresholds.push_back({{"name", t.name}, {"value", t.value}, {"why", t.why}});
+  out["verdict"] = {{"findings", findings}, {"thresholds", thresholds}};
+  return out;
+}
+
+json render_diff_json(const RunDiff& d) {
+  auto entries = [](const std::vector<DiffEntry>& v) {
+    json a = json::array();
+    for (const DiffEntry& e : v)
+      a.push_back({{"name", e.name}, {"status", e.status}, {"count_a", e.count_a}, {"count_b", e.count_b},
+                   {"median_a_ms", ms(e.median_a_ns)}, {"median_b_ms", ms(e.median_b_ns)},
+                   {"total_a_ms", ms(e.total_a_ns)}, {"total_b_ms", ms(e.total_b_ns)}});
+    return a;
+  };
+  return {{"run_a", d.run_a}, {"run_b", d.run_b}, {"ranks_a", d.ranks_a}, {"ranks_b", d.ranks_b},
+          {"threshold", d.threshold}, {"sections", entries(d.sections)}, {"kernels", entries(d.kernels)}};
+}
+
+}  // namespace laggard::report

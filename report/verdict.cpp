@@ -1,0 +1,379 @@
+#include "verdict.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "stats.h"
+
+namespace laggard::report {
+namespace {
+
+constexpr double kHuge = 1e9;
+
+double ms(double ns) { return ns / 1e6; }
+
+struct Decomposition {
+  double excess = 0, compute = 0, memory = 0, gaps = 0, pre_collective = 0;
+  double launched_late_share = 0;
+  std::map<std::string, double> compute_by_section, gaps_by_section;
+  Cause cause = Cause::unknown;
+  double share = 0;
+  std::string section;
+};
+
+// Medians over the given steps of rank r's cells, then the cause that explains most.
+Decomposition decompose(const JitterReport& j, size_t r, const std::vector<int>& step_rows, bool use_arrival,
+                        double cause_share) {
+  Decomposition d;
+  std::vector<double> ex, co, me, ga, pre;
+  int late = 0, with_coll = 0;
+  std::map<std::string, std::vector<double>> cs, gs;
+  for (int k : step_rows) {
+    const RankStepJitter& c = j.matrix[k][r];
+    if (!c.present) continue;
+    ex.push_back(use_arrival && c.arrival_ns >= 0 ? c.arrival_excess_ns : c.end_divergence_ns);
+    co.push_back(c.duration_excess_ns - c.memory_excess_ns);
+    me.push_back(c.memory_excess_ns);
+    ga.push_back(c.gap_excess_ns);
+    if (c.arrival_ns >= 0) {
+      pre.push_back(c.precollective_idle_excess_ns);
+      ++with_coll;
+      late += c.collective_launched_late;
+    }
+    for (auto& [s, v] : c.duration_excess_by_section) cs[s].push_back(v);
+    for (auto& [s, v] : c.gap_excess_by_section) gs[s].push_back(v);
+  }
+  d.excess = median(ex);
+  d.compute = median(co);
+  d.memory = median(me);
+  d.gaps = median(ga);
+  d.pre_collective = median(pre);
+  d.launched_late_share = with_coll ? double(late) / with_coll : 0;
+  for (auto& [s, v] : cs) d.compute_by_section[s] = median(v);
+  for (auto& [s, v] : gs) d.gaps_by_section[s] = median(v);
+
+  // A collective launched after the stream went idle was late because of the host; one that
+  // was queued in time but still started late waited on communication or a dependency.
+  bool host_late = d.launched_late_share >= 0.5;
+  double host = d.gaps + (host_late ? std::max(0.0, d.pre_collective) : 0);
+  double comm = host_late ? 0 : std::max(0.0, d.pre_collective);
+  std::pair<double, Cause> options[] = {{d.compute, Cause::gpu_compute},
+                                        {host, Cause::host},
+                                        {comm, Cause::communication},
+                                        {d.memory, Cause::memory}};
+  auto best = *std::max_element(std::begin(options), std::end(options),
+                                [](auto& a, auto& b) { return a.first < b.first; });
+  d.share = d.excess > 0 ? std::clamp(best.first / d.excess, 0.0, 1.0) : 0;
+  d.cause = d.share >= cause_share ? best.second : Cause::unknown;
+  // The section named is the one holding most of the cause's time, if it holds a real part of it.
+  auto argmax = [](const std::map<std::string, double>& m, double total) {
+    std::string name;
+    double v = 0;
+    for (auto& [k, x] : m)
+      if (x > v) { v = x; name = k; }
+    return v >= 0.25 * total ? name : std::string();
+  };
+  if (d.cause == Cause::gpu_compute) d.section = argmax(d.compute_by_section, d.compute);
+  if (d.cause == Cause::host && d.gaps >= d.pre_collective) d.section = argmax(d.gaps_by_section, d.gaps);
+  return d;
+}
+
+std::string top_kernel_of(const JitterReport& j, int rank, const std::string& section) {
+  const KernelSlotStats* best = nullptr;
+  for (const KernelSlotStats& k : j.kernels)
+    if (k.max_rank == rank && !k.nccl && (section.empty() || k.section == section) &&
+        (!best || k.max_duration_ns - k.median_duration_ns > best->max_duration_ns - best->median_duration_ns))
+      best = &k;
+  return best ? best->name : "";
+}
+
+std::string explain(const Decomposition& d, const RankJitter& rj, const JitterReport& j, const BreakdownReport& b,
+                    size_t r) {
+  const std::string where = d.section.empty() ? "" : ", most in " + d.section;
+  switch (d.cause) {
+    case Cause::gpu_compute: {
+      std::string k = top_kernel_of(j, rj.rank, d.section);
+      return fmt::format("{:.0f} % of it is GPU compute: its kernels take {:.3f} ms longer per step than the median "
+                         "rank's{}{}; median launch delay {:.3f} ms",
+                         100 * d.share, ms(d.compute), where, k.empty() ? "" : " (" + k + ")",
+                         ms(rj.median_launch_delay_ns));
+    }
+    case Cause::host: {
+      if (d.pre_collective > d.gaps)
+        return fmt::format("{:.0f} % of it is its host launching the step's collective {:.3f} ms late while the GPU "
+                           "sat idle: host/CPU",
+                           100 * d.share, ms(d.pre_collective));
+      double hw = 0;
+      if (b.available && r < b.ranks.size() && b.ranks[r].temporal.span_ns > 0)
+        hw = b.ranks[r].idle.host_wait_ns / b.ranks[r].temporal.span_ns;
+      return fmt::format("{:.0f} % of it is the GPU idling between kernels ({:.3f} ms more per step{}); {:.0f} % of "
+                         "its kernels started < 10 us after their launch and host wait is {:.0f} % of its GPU time: "
+                         "host-bound",
+                         100 * d.share, ms(d.gaps), where, 100 * rj.near_zero_launch_delay_share, 100 * hw);
+    }
+    case Cause::communication:
+      return fmt::format("{:.0f} % of it is waiting before its collective although the host launched it in time "
+                         "({:.3f} ms): communication, or a dependency on another stream",
+                         100 * d.share, ms(d.pre_collective));
+    case Cause::memory:
+      return fmt::format("{:.0f} % of it is memory copies/sets taking {:.3f} ms longer per step", 100 * d.share,
+                         ms(d.memory));
+    case Cause::unknown:
+      break;
+  }
+  return fmt::format("no single cause explains it (GPU compute {:.3f} ms, host gaps {:.3f} ms, before the "
+                     "collective {:.3f} ms, memory {:.3f} ms)",
+                     ms(d.compute), ms(d.gaps), ms(d.pre_collective), ms(d.memory));
+}
+
+void fill_evidence(Finding& f, const Decomposition& d, const RankJitter& rj) {
+  f.evidence["excess_ms"] = ms(d.excess);
+  f.evidence["gpu_compute_excess_ms"] = ms(d.compute);
+  f.evidence["host_gap_excess_ms"] = ms(d.gaps);
+  f.evidence["precollective_idle_excess_ms"] = ms(d.pre_collective);
+  f.evidence["memory_excess_ms"] = ms(d.memory);
+  f.evidence["collective_launched_late_share"] = d.launched_late_share;
+  f.evidence["last_arrival_share"] = rj.last_arrival_share;
+  f.evidence["median_launch_delay_ms"] = ms(rj.median_launch_delay_ns);
+  f.evidence["near_zero_launch_delay_share"] = rj.near_zero_launch_delay_share;
+}
+
+}  // namespace
+
+const char* cause_name(Cause c) {
+  switch (c) {
+    case Cause::gpu_compute: return "gpu_compute";
+    case Cause::host: return "host";
+    case Cause::communication: return "communication";
+    case Cause::memory: return "memory_copies";
+    case Cause::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+double robust_z(double x, const std::vector<double>& xs) {
+  if (xs.empty()) return 0;
+  double m = median(xs);
+  std::vector<double> dev;
+  for (double v : xs) dev.push_back(std::fabs(v - m));
+  double mad = median(dev);
+  if (mad <= 0) return x > m ? kHuge : x < m ? -kHuge : 0;
+  return (x - m) / (1.4826 * mad);
+}
+
+Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores, const JitterReport& j,
+               const BreakdownReport& b, const VerdictOptions& opt) {
+  Verdict v;
+  const size_t nranks = model.ranks.size();
+  std::vector<double> step_times;
+  for (const auto& rs : steps.per_rank)
+    for (int k = 0; k < steps.count(); ++k) step_times.push_back(double(rs[k].end_ns - rs[k].start_ns));
+  const double step_ns = median(step_times);
+  const double floor_ns = std::max(opt.min_impact_ns, opt.min_effect * step_ns);
+
+  v.thresholds = {
+      {"robust_z", opt.robust_z,
+       "a rank stands out when (value - median) / (1.4826 * MAD) across ranks exceeds this (Iglewicz & Hoaglin)"},
+      {"min_excess_ms", ms(floor_ns),
+       fmt::format("and its excess is at least {:.0f} % of the median step time ({:.3f} ms) and {:.3f} ms",
+                   100 * opt.min_effect, ms(step_ns), ms(opt.min_impact_ns))},
+      {"min_consecutive_steps", double(opt.min_consecutive_steps),
+       "a transient finding needs this many consecutive outlier steps: one noisy step is ignored"},
+      {"min_consecutive_windows", double(opt.min_consecutive_windows),
+       "an individual-score finding needs this many consecutive report windows below the threshold"},
+      {"cause_share", opt.cause_share, "a cause is named only when it explains at least this share of the excess"},
+      {"relative_threshold", scores.options.relative_threshold, "NVRx relative section score below which a rank is slow"},
+      {"individual_threshold", scores.options.individual_threshold,
+       "NVRx individual section score below which a rank is slower than its own best"},
+  };
+  if (j.available)
+    v.thresholds.push_back({"divergence_ms", ms(j.divergence_threshold_ns),
+                            "time-to-kernel-end divergence that counts as a rank leaving the pack"});
+
+  std::vector<bool> has_finding(nranks, false);
+  if (j.available && !j.matrix.empty()) {
+    const int nsteps = static_cast<int>(j.matrix.size());
+    // Per step, use arrival at the collective when ranks have one, else time to kernel end.
+    std::vector<bool> arrival_step(nsteps);
+    std::vector<std::vector<double>> excess(nsteps, std::vector<double>(nranks, 0));
+    std::vector<std::vector<bool>> present(nsteps, std::vector<bool>(nranks, false));
+    int arrival_steps = 0;
+    for (int k = 0; k < nsteps; ++k) {
+      int with = 0, pres = 0;
+      for (size_t r = 0; r < nranks; ++r) {
+        pres += j.matrix[k][r].present;
+        with += j.matrix[k][r].arrival_ns >= 0;
+      }
+      arrival_step[k] = with >= 2 && with == pres;
+      arrival_steps += arrival_step[k];
+      for (size_t r = 0; r < nranks; ++r) {
+        const RankStepJitter& c = j.matrix[k][r];
+        present[k][r] = c.present;
+        excess[k][r] = arrival_step[k] ? c.arrival_excess_ns : c.end_divergence_ns;
+      }
+    }
+    const bool use_arrival = arrival_steps * 2 >= nsteps;
+
+    // Persistent: the rank's median excess over all steps stands out across ranks.
+    std::vector<double> per_rank(nranks, 0);
+    std::vector<int> all_rows;
+    for (int k = 0; k < nsteps; ++k) all_rows.push_back(k);
+    for (size_t r = 0; r < nranks; ++r) {
+      std::vector<double> xs;
+      for (int k = 0; k < nsteps; ++k)
+        if (present[k][r]) xs.push_back(excess[k][r]);
+      per_rank[r] = median(xs);
+    }
+    for (size_t r = 0; r < nranks; ++r) {
+      double z = robust_z(per_rank[r], per_rank);
+      if (z <= opt.robust_z || per_rank[r] < floor_ns) continue;
+      Decomposition d = decompose(j, r, all_rows, use_arrival, opt.cause_share);
+      const RankJitter& rj = j.ranks[r];
+      Finding f;
+      f.rank = rj.rank;
+      f.host = rj.host;
+      f.device = rj.device;
+      f.cause = d.cause;
+      f.kind = "persistent";
+      f.section = d.section;
+      f.impact_ns = d.excess;
+      f.cause_share = d.share;
+      std::string lead = use_arrival
+                             ? fmt::format("arrives {:.3f} ms after the median rank at the step's collective (last at "
+                                           "{:.0f} % of steps)",
+                                           ms(d.excess), 100 * rj.last_arrival_share)
+                             : fmt::format("finishes its step's GPU work {:.3f} ms after the median rank", ms(d.excess));
+      f.summary = fmt::format("rank {} (host {}, GPU {}) {}, {:.0f} % of the median step time; {}", f.rank,
+                              f.host, f.device, lead, step_ns > 0 ? 100 * d.excess / step_ns : 0.0,
+                              explain(d, rj, j, b, r));
+      fill_evidence(f, d, rj);
+      f.evidence["robust_z"] = std::min(z, kHuge);
+      v.findings.push_back(f);
+      has_finding[r] = true;
+    }
+
+    // Transient: runs of consecutive outlier steps on a rank without a persistent finding.
+    for (size_t r = 0; r < nranks; ++r) {
+      if (has_finding[r]) continue;
+      std::vector<bool> flagged(nsteps, false);
+      for (int k = 0; k < nsteps; ++k) {
+        if (!present[k][r]) continue;
+        std::vector<double> xs;
+        for (size_t q = 0; q < nranks; ++q)
+          if (present[k][q]) xs.push_back(excess[k][q]);
+        flagged[k] = robust_z(excess[k][r], xs) > opt.robust_z && excess[k][r] >= floor_ns;
+      }
+      for (int k = 0; k < nsteps;) {
+        if (!flagged[k]) { ++k; continue; }
+        int end = k;
+        while (end + 1 < nsteps && flagged[end + 1]) ++end;
+        if (end - k + 1 >= opt.min_consecutive_steps) {
+          std::vector<int> rows;
+          for (int q = k; q <= end; ++q) rows.push_back(q);
+          Decomposition d = decompose(j, r, rows, use_arrival, opt.cause_share);
+          const RankJitter& rj = j.ranks[r];
+          Finding f;
+          f.rank = rj.rank;
+          f.host = rj.host;
+          f.device = rj.device;
+          f.cause = d.cause;
+          f.kind = "transient";
+          f.section = d.section;
+          f.first_step = j.steps[k].step;
+          f.last_step = j.steps[end].step;
+          f.impact_ns = d.excess;
+          f.cause_share = d.share;
+          f.summary = fmt::format("rank {} (host {}, GPU {}) is {:.3f} ms late in steps {}-{} only ({} of {} steps); {}",
+                                  f.rank, f.host, f.device, ms(d.excess), f.first_step, f.last_step, end - k + 1,
+                                  nsteps, explain(d, rj, j, b, r));
+          fill_evidence(f, d, rj);
+          f.evidence["steps"] = end - k + 1;
+          v.findings.push_back(f);
+          has_finding[r] = true;
+        }
+        k = end + 1;
+      }
+    }
+  }
+
+  // NVTX section scores (CPU time), for ranks the GPU analysis did not already explain.
+  for (const Straggler& s : scores.stragglers) {
+    if (s.scope != "section") continue;
+    size_t r = 0;
+    while (r < nranks && model.ranks[r].rank != s.rank) ++r;
+    if (r == nranks) continue;
+    if (has_finding[r]) {
+      for (Finding& f : v.findings)
+        if (f.rank == s.rank) f.evidence["nvtx_" + s.metric + "_score_" + s.section] = s.score;
+      continue;
+    }
+    if (s.metric == "individual") {
+      // Hysteresis: the rank must stay below its own best for consecutive windows.
+      int run = 0, best_run = 0;
+      for (size_t i = 0; i < s.windows.size(); ++i) {
+        run = (i > 0 && s.windows[i] == s.windows[i - 1] + 1) ? run + 1 : 1;
+        best_run = std::max(best_run, run);
+      }
+      if (best_run < opt.min_consecutive_windows) continue;
+    }
+    const RankScores& rs = scores.ranks[r];
+    auto it = rs.sections.find(s.section);
+    if (it == rs.sections.end()) continue;
+    const double median_ns = it->second.median_ns;
+    const double impact = s.metric == "relative" ? median_ns * (1 - s.score) : median_ns * (1 - s.score);
+    Finding f;
+    f.rank = s.rank;
+    f.host = s.host;
+    f.kind = s.metric == "relative" ? "section" : "transient";
+    f.section = s.section;
+    f.impact_ns = impact;
+    f.evidence["nvtx_" + s.metric + "_score"] = s.score;
+    f.evidence["section_median_ms"] = ms(median_ns);
+    std::string cause_text;
+    if (!b.available) {
+      f.cause = Cause::unknown;
+      cause_text = "CPU time only: no GPU records to tell GPU work from host work";
+    } else {
+      // Does the section's extra CPU time match extra GPU compute launched from it?
+      double compute = 0;
+      if (j.available) {
+        std::vector<double> xs;
+        for (const auto& row : j.matrix)
+          if (row[r].present) {
+            auto c = row[r].duration_excess_by_section.find(s.section);
+            xs.push_back(c == row[r].duration_excess_by_section.end() ? 0 : c->second);
+          }
+        compute = median(xs);
+      }
+      f.cause_share = impact > 0 ? std::clamp(compute / impact, 0.0, 1.0) : 0;
+      f.cause = f.cause_share >= opt.cause_share ? Cause::gpu_compute : Cause::host;
+      cause_text = f.cause == Cause::gpu_compute
+                       ? fmt::format("{:.0f} % of it is GPU compute launched from this section", 100 * f.cause_share)
+                       : fmt::format("its GPU kernels explain only {:.0f} % of it: host/CPU time", 100 * f.cause_share);
+      if (f.cause == Cause::host) f.cause_share = 1 - f.cause_share;
+    }
+    f.summary = s.metric == "relative"
+                    ? fmt::format("rank {} (host {}) section {} is {:.2f}x slower than the fastest rank (CPU time, "
+                                  "NVRx relative score {:.2f}); {}",
+                                  s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.score, cause_text)
+                    : fmt::format("rank {} (host {}) section {} became {:.2f}x slower than its own best in {} report "
+                                  "windows (NVRx individual score {:.2f}); {}",
+                                  s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
+                                  s.score, cause_text);
+    v.findings.push_back(f);
+    has_finding[r] = true;
+  }
+
+  std::stable_sort(v.findings.begin(), v.findings.end(), [&](const Finding& a, const Finding& b) {
+    auto weight = [&](const Finding& f) {
+      double steps_hit = f.first_step >= 0 ? f.last_step - f.first_step + 1 : std::max(1, steps.count());
+      return f.impact_ns * steps_hit;
+    };
+    return weight(a) > weight(b);
+  });
+  return v;
+}
+
+}  // namespace laggard::report

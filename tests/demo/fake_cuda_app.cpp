@@ -1,0 +1,111 @@
+// laggard-fake-cuda-app: a training-loop stand-in that "uses CUDA" through the fake libcuda.so.1
+// (tests/fakes/fake_libcuda.cpp), for end-to-end GPU-capture tests on machines without a GPU.
+// It initializes the driver the way a CUDA program does (cuInit), launches a known number of
+// kernels inside NVTX sections and prints what it launched.
+//
+//   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
+//                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
+//                         [--nvtx-first] [--autograd-thread]
+//
+// Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
+// then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
+// --nvtx-first marks an "init" range before cuInit (laggard then starts with NVTX, not CUDA).
+// --autograd-thread launches the backward kernels from a second thread that holds no NVTX range
+// while the main thread waits inside "backward", as PyTorch's autograd engine does.
+#include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace {
+
+using Launch = unsigned (*)(const char*, unsigned, unsigned, unsigned long long, int);
+using Memcpy = unsigned (*)(unsigned long long);
+using Init = int (*)(unsigned);
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr, "laggard-fake-cuda-app: %s\n", msg);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string cuda;
+  int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
+  double step_ms = 30, slow_factor = 1, wait_ms = 0;
+  bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--cuda") cuda = next();
+    else if (a == "--steps") steps = std::atoi(next());
+    else if (a == "--step-ms") step_ms = std::atof(next());
+    else if (a == "--kernels") kernels = std::atoi(next());
+    else if (a == "--outside") outside = std::atoi(next());
+    else if (a == "--slow-rank") slow_rank = std::atoi(next());
+    else if (a == "--slow-factor") slow_factor = std::atof(next());
+    else if (a == "--wait-ms") wait_ms = std::atof(next());
+    else if (a == "--no-nvtx") nvtx = false;
+    else if (a == "--no-init") init = false;
+    else if (a == "--nvtx-first") nvtx_first = true;
+    else if (a == "--autograd-thread") autograd_thread = true;
+    else usage(("unknown option " + a).c_str());
+  }
+  if (cuda.empty()) usage("--cuda PATH is required");
+  void* h = dlopen(cuda.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!h) usage(dlerror());
+  auto cu_init = reinterpret_cast<Init>(dlsym(h, "cuInit"));
+  auto launch = reinterpret_cast<Launch>(dlsym(h, "fake_cuda_launch"));
+  auto copy = reinterpret_cast<Memcpy>(dlsym(h, "fake_cuda_memcpy"));
+  if (!cu_init || !launch || !copy) usage("not the fake libcuda");
+  if (nvtx_first) {
+    nvtxRangePushA("init");
+    nvtxRangePop();
+  }
+  if (init) cu_init(0);
+  if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
+
+  const char* rank_env = std::getenv("RANK");
+  int rank = rank_env ? std::atoi(rank_env) : 0;
+  double bwd_factor = rank == slow_rank ? slow_factor : 1.0;
+  auto push = [&](const char* name) {
+    if (nvtx) nvtxRangePushA(name);
+  };
+  auto pop = [&] {
+    if (nvtx) nvtxRangePop();
+  };
+  long fwd = 0, bwd = 0, nccl = 0, stray = 0, copies = 0;
+  for (int s = 0; s < steps; ++s) {
+    push("step");
+    push("forward");
+    for (int k = 0; k < kernels; ++k, ++fwd) launch("fwd_gemm", 64, 256, 100'000, 0);
+    copy(1 << 20);
+    ++copies;
+    pop();
+    push("backward");
+    auto backward = [&] {
+      for (int k = 0; k < kernels; ++k, ++bwd)
+        launch("bwd_gemm", 128, 256, static_cast<unsigned long long>(200'000 * bwd_factor), 1);
+    };
+    if (autograd_thread) std::thread(backward).join();
+    else backward();
+    launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, 64, 50'000, 0);
+    ++nccl;
+    pop();
+    pop();
+    for (int k = 0; k < outside; ++k, ++stray) launch("stray_kernel", 1, 32, 10'000, 0);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
+  }
+  std::printf("launched fwd_gemm=%ld bwd_gemm=%ld nccl=%ld stray_kernel=%ld memcpy=%ld\n", fwd, bwd, nccl, stray,
+              copies);
+  return 0;
+}

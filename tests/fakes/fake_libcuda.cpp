@@ -1,0 +1,105 @@
+// A fake libcuda.so.1 that also exports the CUPTI functions laggard uses, for end-to-end tests
+// on machines without a GPU. Like the real driver, cuInit loads CUDA_INJECTION64_PATH and calls
+// its InitializeInjection; launches go through CUPTI-style callbacks and activity records (see
+// fake_cupti_core.h). Point LAGGARD_CUPTI_PATH at this file so laggard's loader picks it up.
+//
+// FAKE_CUDA_CLOCK_SKEW_NS shifts its "CUPTI" clock against CLOCK_REALTIME, so the tests can see
+// laggard measure and apply the offset.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "fake_cupti_core.h"
+
+namespace {
+
+laggard::fake::FakeCuptiCore& core() {
+  static auto* c = [] {
+    auto* c = new laggard::fake::FakeCuptiCore();
+    if (const char* skew = std::getenv("FAKE_CUDA_CLOCK_SKEW_NS")) c->clock_skew_ns = std::atoll(skew);
+    return c;
+  }();
+  return *c;
+}
+
+std::atomic<bool> g_initialized{false};
+std::once_flag g_init_once;
+
+}  // namespace
+
+extern "C" {
+
+// ---- driver ----
+CUresult CUDAAPI cuInit(unsigned int) {
+  std::call_once(g_init_once, [] {
+    if (const char* inj = std::getenv("CUDA_INJECTION64_PATH"); inj && *inj) {
+      if (void* h = dlopen(inj, RTLD_NOW | RTLD_LOCAL)) {
+        if (auto fn = reinterpret_cast<int (*)()>(dlsym(h, "InitializeInjection"))) fn();
+      }
+    }
+    g_initialized.store(true);
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  if (!g_initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+
+// ---- test hooks: a kernel launch / an async copy as the runtime would make them ----
+__attribute__((visibility("default"))) unsigned fake_cuda_launch(const char* name, unsigned grid, unsigned block,
+                                                                 unsigned long long dur_ns, int driver_api) {
+  laggard::fake::KernelSpec k;
+  k.name = name;
+  k.grid[0] = grid;
+  k.block[0] = block;
+  k.dur_ns = dur_ns;
+  if (driver_api) return core().launch(k, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  return core().launch(k);
+}
+
+__attribute__((visibility("default"))) unsigned fake_cuda_memcpy(unsigned long long bytes) {
+  return core().memcpy_async(bytes);
+}
+
+// ---- CUPTI ----
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud) {
+  return core().subscribe(s, cb, ud);
+}
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle s) { return core().unsubscribe(s); }
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle s, CUpti_CallbackDomain d,
+                                         CUpti_CallbackId id) {
+  return core().enable_callback(en, s, d, id);
+}
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t id, const char** name) {
+  return core().callback_name(d, id, name);
+}
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc rq,
+                                                    CUpti_BuffersCallbackCompleteFunc done) {
+  return core().register_buffers(rq, done);
+}
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind k) { return core().enable_kind(k); }
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind k) { return core().disable_kind(k); }
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) { return core().flush_all(flag); }
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buf, size_t valid, CUpti_Activity** rec) {
+  return laggard::fake::FakeCuptiCore::next_record(buf, valid, rec);
+}
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_t* n) {
+  return core().dropped_records(c, s, n);
+}
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* ns) { return core().timestamp(ns); }
+CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult r, const char** s) {
+  *s = r == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : "fake CUPTI error";
+  return CUPTI_SUCCESS;
+}
+
+}  // extern "C"

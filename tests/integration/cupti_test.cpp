@@ -1,0 +1,249 @@
+// GPU capture end to end, without a GPU: real processes under liblaggard load the fake
+// libcuda.so.1 (driver injection hook + CUPTI), launch a known number of kernels in NVTX
+// sections, and the files and the report must account for every one of them.
+#include <map>
+#include <sstream>
+
+#include "harness.h"
+
+namespace laggard::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class Cupti : public Scratch {
+ protected:
+  // The fake app as rank 0 of 1 under LD_PRELOAD, with laggard's CUPTI loader pointed at the fake.
+  ProcessOptions env() {
+    ProcessOptions o = clean_env();
+    o.env["LD_PRELOAD"] = kLibrary;
+    o.env["RANK"] = "0";
+    o.env["WORLD_SIZE"] = "1";
+    o.env["LAGGARD_OUT"] = out();
+    o.env["LAGGARD_RUN_ID"] = "gpu";
+    o.env["LAGGARD_FLUSH_S"] = "0.1";
+    o.env["LAGGARD_CUPTI_PATH"] = kFakeCuda;
+    o.env["FAKE_CUDA_CLOCK_SKEW_NS"] = "-3000000000";  // the fake CUPTI clock runs 3 s behind
+    return o;
+  }
+  ProcessResult app(const std::vector<std::string>& args, const ProcessOptions& o) {
+    std::vector<std::string> argv = {kFakeCudaApp, "--cuda", kFakeCuda};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv, o);
+  }
+  std::vector<json> files() {
+    std::vector<json> out;
+    for (const auto& f : rank_files()) out.push_back(json::parse(read_file(f.string())));
+    return out;
+  }
+  // (section or "(no section)", name) -> executions, summed over every window of every file.
+  std::map<std::pair<std::string, std::string>, uint64_t> kernel_counts() {
+    std::map<std::pair<std::string, std::string>, uint64_t> n;
+    for (const json& f : files())
+      for (const json& w : f["windows"]) {
+        if (!w.contains("gpu")) continue;
+        const json& g = w["gpu"];
+        for (const json& k : g["kernels"]) {
+          std::string sec = k["section"].is_null() ? "(no section)" : g["strings"][k["section"].get<int>()].get<std::string>();
+          n[{sec, g["strings"][k["name"].get<int>()].get<std::string>()}] += k["count"].get<uint64_t>();
+        }
+      }
+    return n;
+  }
+  static int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+};
+
+TEST_F(Cupti, DriverInjectionCapturesEveryKernelInItsSection) {
+  ProcessResult r = app({"--steps", "6", "--kernels", "4", "--outside", "2"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // nothing to warn about
+  EXPECT_NE(r.out.find("fwd_gemm=24 bwd_gemm=24 nccl=6 stray_kernel=12 memcpy=6"), std::string::npos) << r.out;
+  auto n = kernel_counts();
+  EXPECT_EQ((n[{"forward", "fwd_gemm"}]), 24u);
+  EXPECT_EQ((n[{"forward", "[memcpy HtoD]"}]), 6u);
+  EXPECT_EQ((n[{"backward", "bwd_gemm"}]), 24u);
+  EXPECT_EQ((n[{"backward", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}]), 6u);
+  EXPECT_EQ((n[{"(no section)", "stray_kernel"}]), 12u);
+  EXPECT_EQ(n.size(), 5u);
+
+  std::vector<json> fs_ = files();
+  ASSERT_EQ(fs_.size(), 1u);
+  const json& f = fs_[0];
+  EXPECT_EQ(f["schema_version"], 3);  // version 3 (NCCL) keeps every version 2 field
+  EXPECT_EQ(f["capture"]["cupti"], "on");
+  EXPECT_EQ(f["capture"]["cupti_library"], fs::canonical(kFakeCuda).string());
+  EXPECT_NEAR(f["clock"]["gpu_offset_ns"].get<double>(), 3e9, 5e6);
+  for (const char* k : {"cupti_records_dropped", "gpu_buffer_full", "unmatched_correlation", "gpu_no_timestamp"})
+    EXPECT_EQ(f["dropped"][k], 0) << k;
+  // Every kernel record is stored, mapped to the host clock and inside the process's lifetime;
+  // launches happened on the app's main thread, before their kernel started.
+  size_t records = 0;
+  int64_t t0 = f["process_start_ns"], t1 = f["data_end_ns"];
+  for (const json& w : f["windows"]) {
+    if (!w.contains("gpu")) continue;
+    const json& rec = w["gpu"]["records"];
+    int64_t ws = w["start_ns"];
+    for (size_t i = 0; i < rec["kind"].size(); ++i, ++records) {
+      int64_t start = ws + rec["start_offset_ns"][i].get<int64_t>();
+      EXPECT_GE(start, t0 - 1'000'000);
+      EXPECT_LE(start, t1 + 1'000'000);
+      EXPECT_GE(rec["api_dur_ns"][i].get<int64_t>(), 0);
+      EXPECT_LE(rec["api_start_offset_ns"][i].get<int64_t>(), rec["start_offset_ns"][i].get<int64_t>() + 1'000'000);
+      EXPECT_EQ(rec["tid"][i], f["pid"]);
+    }
+  }
+  EXPECT_EQ(records, 24u + 6 + 24 + 6 + 12);
+
+  json rep = report();
+  const json& g = rep["gpu"]["ranks"][0];
+  EXPECT_EQ(g["cupti"], "on");
+  EXPECT_EQ(g["kernels"], 24 + 24 + 12);
+  EXPECT_EQ(g["nccl_kernels"], 6);
+  EXPECT_EQ(g["memcpy_count"], 6);
+  EXPECT_DOUBLE_EQ(g["completeness"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(g["relative_score"].get<double>(), 1.0);
+  EXPECT_EQ(rep["gpu"]["top_kernels"]["backward"][0]["name"], "bwd_gemm");
+}
+
+TEST_F(Cupti, KernelsOfAThreadWithoutRangesGoToTheMainThreadsSection) {
+  // PyTorch's autograd thread launches backward; only the main thread is inside "backward".
+  ProcessResult r = app({"--steps", "3", "--kernels", "2", "--outside", "1", "--autograd-thread"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto n = kernel_counts();
+  EXPECT_EQ((n[{"backward", "bwd_gemm"}]), 6u);
+  EXPECT_EQ((n[{"forward", "fwd_gemm"}]), 6u);
+  EXPECT_EQ((n[{"(no section)", "stray_kernel"}]), 3u);  // the main thread itself was in no range
+}
+
+TEST_F(Cupti, SlowRankSectionAndGpuScoreAreFlagged) {
+  ProcessOptions o = env();
+  for (const char* v : {"LD_PRELOAD", "RANK", "WORLD_SIZE", "LAGGARD_OUT", "LAGGARD_RUN_ID", "LAGGARD_FLUSH_S"})
+    o.env[v] = std::nullopt;
+  ProcessResult r = run_process({kLaggard, "run", "--nproc", "3", "--flush-s", "0.1", "--out", out(), "--",
+                                 kFakeCudaApp, "--cuda", kFakeCuda, "--steps", "8", "--slow-rank", "1",
+                                 "--slow-factor", "2"},
+                                o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json rep = report();
+  ASSERT_EQ(rep["gpu"]["ranks"].size(), 3u);
+  // backward on rank 1: bwd_gemm twice as slow, the NCCL kernel does not count -> 0.5.
+  // Rank level: fwd_gemm 4 x 100 us at 1.0, bwd_gemm 4 x 400 us at 0.5, stray 10 us at 1.0.
+  const json& slow = rep["gpu"]["ranks"][1];
+  EXPECT_NEAR(slow["sections"]["backward"]["relative_score"].get<double>(), 0.5, 1e-9);
+  EXPECT_NEAR(slow["sections"]["forward"]["relative_score"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(slow["relative_score"].get<double>(), (400.0 + 800 + 10) / (400 + 1600 + 10), 1e-9);
+  bool section_flag = false, rank_flag = false, others = false;
+  for (const json& s : rep["stragglers"]) {
+    if (s["scope"] != "gpu") continue;
+    if (s["rank"] != 1) others = true;
+    if (s["rank"] == 1 && s["section"] == "backward" && s["metric"] == "relative") section_flag = true;
+    if (s["rank"] == 1 && s["section"] == "" && s["metric"] == "relative") rank_flag = true;
+  }
+  EXPECT_TRUE(section_flag) << rep["stragglers"].dump();
+  EXPECT_TRUE(rank_flag) << rep["stragglers"].dump();
+  EXPECT_FALSE(others) << rep["stragglers"].dump();
+
+  ProcessResult text = run_process({kLaggard, "report", out()}, clean_env());
+  EXPECT_NE(text.out.find("[GPU] backward"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("Top kernels per section"), std::string::npos) << text.out;
+}
+
+TEST_F(Cupti, MissingCuptiWarnsOnceAndNvtxCaptureGoesOn) {
+  ProcessOptions o = env();
+  o.env["LAGGARD_CUPTI_PATH"] = dir + "/no-such-dir/libcupti.so.13";
+  o.env["CUDA_HOME"] = "/nonexistent";
+  ProcessResult r = app({"--steps", "3"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("GPU kernels are not captured"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no-such-dir/libcupti.so.13"), std::string::npos) << r.err;
+  std::vector<json> fs_ = files();
+  ASSERT_EQ(fs_.size(), 1u);
+  EXPECT_EQ(fs_[0]["capture"]["cupti"].get<std::string>().rfind("off: ", 0), 0u) << fs_[0]["capture"];
+  EXPECT_TRUE(kernel_counts().empty());
+  bool backward = false;
+  for (const json& w : fs_[0]["windows"])
+    for (const json& s : w["sections"]) backward |= s["name"] == "backward";
+  EXPECT_TRUE(backward);
+}
+
+TEST_F(Cupti, ProcessThatNeverCallsCuInitLoadsNoCupti) {
+  // libcuda is loaded but never initialized: laggard must neither attach nor initialize it.
+  ProcessOptions o = env();
+  o.env["LAGGARD_CUPTI_PATH"] = dir + "/would-warn-if-tried/libcupti.so";
+  ProcessResult r = app({"--steps", "4", "--step-ms", "100", "--no-init"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  std::vector<json> fs_ = files();
+  ASSERT_EQ(fs_.size(), 1u);
+  EXPECT_EQ(fs_[0]["capture"]["cupti"], "idle: this process has not used CUDA");
+}
+
+TEST_F(Cupti, FlushThreadFindsCudaWhenTheInjectionHookBelongsToAnotherTool) {
+  ProcessOptions o = env();
+  o.env["CUDA_INJECTION64_PATH"] = dir + "/another-tool.so";  // not ours: left alone
+  // NVTX starts capture (and the flush thread) before CUDA is initialized; the thread's poll
+  // then finds the initialized driver and attaches.
+  ProcessResult r = app({"--nvtx-first", "--steps", "5", "--wait-ms", "1500"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  auto n = kernel_counts();
+  // Attached within a poll interval of cuInit, long before the first launch.
+  EXPECT_EQ((n[{"forward", "fwd_gemm"}]), 20u);
+  EXPECT_EQ((n[{"backward", "bwd_gemm"}]), 20u);
+  EXPECT_EQ(files().at(0)["capture"]["cupti"], "on");
+}
+
+TEST_F(Cupti, CudaWithoutNvtxIsStillCaptured) {
+  ProcessResult r = app({"--steps", "3", "--no-nvtx"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  auto n = kernel_counts();
+  EXPECT_EQ((n[{"(no section)", "fwd_gemm"}]), 12u);
+  EXPECT_EQ((n[{"(no section)", "stray_kernel"}]), 3u);
+}
+
+TEST_F(Cupti, SwitchedOffLeavesTheDriverAlone) {
+  ProcessOptions o = env();
+  o.env["LAGGARD_CUPTI"] = "0";
+  ProcessResult env_dump = run_process({"/usr/bin/env"}, o);
+  EXPECT_EQ(env_dump.out.find("CUDA_INJECTION64_PATH"), std::string::npos);
+  ProcessResult on = run_process({"/usr/bin/env"}, env());
+  EXPECT_NE(on.out.find("CUDA_INJECTION64_PATH=" + fs::canonical(kLibrary).string()), std::string::npos);
+
+  ProcessResult r = app({"--steps", "3"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(kernel_counts().empty());
+  EXPECT_EQ(files().at(0)["capture"]["cupti"], "off: LAGGARD_CUPTI=0");
+}
+
+TEST_F(Cupti, ProfilingIntervalSamplesOneWindowInN) {
+  ProcessOptions o = env();
+  o.env["LAGGARD_PROFILING_INTERVAL"] = "3";
+  ProcessResult r = app({"--steps", "30", "--step-ms", "25"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int sampled = 0, unsampled = 0;
+  uint64_t captured = 0;
+  for (const json& f : files())
+    for (const json& w : f["windows"]) {
+      ASSERT_TRUE(w.contains("gpu"));
+      bool s = w["gpu"]["sampled"];
+      EXPECT_EQ(s, w["index"].get<int>() % 3 == 0) << w["index"];
+      (s ? sampled : unsampled)++;
+      for (const json& k : w["gpu"]["kernels"]) {
+        EXPECT_TRUE(s) << "kernels in a window that was not sampled: " << w["index"];
+        captured += k["count"].get<uint64_t>();
+      }
+    }
+  EXPECT_GE(sampled, 2);
+  EXPECT_GE(unsampled, 3);
+  EXPECT_GT(captured, 0u);
+  EXPECT_LT(captured, 30u * (4 + 1 + 4 + 1 + 1));
+  json rep = report();
+  EXPECT_EQ(rep["gpu"]["ranks"][0]["sampled_windows"], sampled);
+}
+
+}  // namespace
+}  // namespace laggard::test

@@ -1,0 +1,362 @@
+// The report's analyses against synthetic runs with one injected fault each: every analysis
+// must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
+#include <gtest/gtest.h>
+
+#include "breakdown.h"
+#include "jitter.h"
+#include "scores.h"
+#include "steps.h"
+#include "synthetic_run.h"
+#include "verdict.h"
+
+namespace laggard::report {
+namespace {
+
+using synth::Fault;
+using synth::Spec;
+
+struct Analysis {
+  RunModel model;
+  StepSet steps;
+  ScoreReport scores;
+  JitterReport jitter;
+  BreakdownReport breakdown;
+  Verdict verdict;
+};
+
+Analysis analyze(const Spec& spec) {
+  Analysis a;
+  a.model = synth::make_run(spec);
+  a.steps = detect_steps(a.model, "");
+  a.scores = compute_scores(a.model, {});
+  a.jitter = analyze_jitter(a.model, a.steps);
+  a.breakdown = analyze_breakdown(a.model, a.steps);
+  a.verdict = decide(a.model, a.steps, a.scores, a.jitter, a.breakdown);
+  return a;
+}
+
+std::string dump(const Verdict& v) {
+  std::string s;
+  for (const Finding& f : v.findings) s += std::string(cause_name(f.cause)) + " | " + f.summary + "\n";
+  return s;
+}
+
+TEST(Steps, FoundFromTheTopLevelSection) {
+  Spec spec;
+  RunModel m = synth::make_run(spec);
+  StepSet s = detect_steps(m, "");
+  EXPECT_EQ(s.section, "step");
+  EXPECT_EQ(s.count(), spec.steps);
+  EXPECT_NE(s.source.find("most frequent"), std::string::npos);
+  StepSet named = detect_steps(m, "forward");
+  EXPECT_EQ(named.count(), spec.steps);
+  EXPECT_EQ(detect_steps(m, "nope").count(), 0);
+}
+
+TEST(Steps, FoundFromCollectivesWithoutNvtx) {
+  Spec spec;
+  RunModel m = synth::make_run(spec);
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) w.sections.clear();
+  StepSet s = detect_steps(m, "");
+  EXPECT_EQ(s.count(), spec.steps);  // one collective per step: a period of 1
+  EXPECT_NE(s.source.find("NCCL"), std::string::npos);
+  // Without the NCCL plugin's records, the NCCL kernels CUPTI saw repeat the same way.
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) w.collectives.clear();
+  EXPECT_EQ(detect_steps(m, "").count(), spec.steps);
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) w.gpu.clear();
+  StepSet none = detect_steps(m, "");
+  EXPECT_EQ(none.count(), 0);
+  EXPECT_NE(none.source.find("none"), std::string::npos);
+}
+
+TEST(Analyses, HealthyRunHasNoFindings) {
+  Analysis a = analyze(Spec{});
+  EXPECT_TRUE(a.verdict.findings.empty()) << dump(a.verdict);
+  ASSERT_TRUE(a.jitter.available) << a.jitter.why_not;
+  for (const StepJitter& s : a.jitter.steps) EXPECT_LT(s.worst_divergence_ns, a.jitter.divergence_threshold_ns);
+  EXPECT_TRUE(a.scores.stragglers.empty());
+}
+
+TEST(Analyses, SlowGpuIsGpuComputeInItsSection) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::slow_gpu, 5, 1.4, 0, "backward"});
+  Analysis a = analyze(spec);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 5);
+  EXPECT_EQ(f.host, "node1");
+  EXPECT_EQ(f.cause, Cause::gpu_compute) << f.summary;
+  EXPECT_EQ(f.section, "backward");
+  EXPECT_EQ(f.kind, "persistent");
+  EXPECT_GT(f.cause_share, 0.8);
+  // The jitter tables point at the same rank: last to arrive, kernels longer, gaps normal.
+  const RankJitter& rj = a.jitter.ranks[5];
+  EXPECT_GT(rj.last_arrival_share, 0.9);
+  EXPECT_GT(rj.duration_excess_ns, 100'000);
+  EXPECT_LT(std::abs(rj.gap_excess_ns), 10'000);
+  for (const StepJitter& s : a.jitter.steps) EXPECT_EQ(s.worst_rank, 5);
+  bool gemm_max = false;
+  for (const KernelSlotStats& k : a.jitter.kernels)
+    if (k.name == "gemm_bwd_a") gemm_max = k.max_rank == 5;
+  EXPECT_TRUE(gemm_max);
+  // HTA: more compute time on rank 5 than on any other rank.
+  for (const RankBreakdown& rb : a.breakdown.ranks) {
+    if (rb.rank == 5) continue;
+    EXPECT_LT(rb.types.comp_ns, a.breakdown.ranks[5].types.comp_ns);
+  }
+}
+
+TEST(Analyses, HostBoundRankIsHost) {
+  Spec spec;
+  // The host takes longer to issue each launch than the GPU takes to run most kernels.
+  spec.faults.push_back({Fault::Kind::host_bound, 2, 1, 300'000, ""});
+  Analysis a = analyze(spec);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 2);
+  EXPECT_EQ(f.cause, Cause::host) << f.summary;
+  const RankJitter& rj = a.jitter.ranks[2];
+  EXPECT_GT(rj.gap_excess_ns, 100'000);
+  EXPECT_LT(std::abs(rj.duration_excess_ns), 10'000);
+  EXPECT_GT(rj.near_zero_launch_delay_share, 0.9);  // the GPU waits on every launch
+  EXPECT_LT(a.jitter.ranks[0].near_zero_launch_delay_share, 0.5);
+  // HTA: its idle time is host wait.
+  const RankBreakdown& rb = a.breakdown.ranks[2];
+  EXPECT_GT(rb.idle.host_wait_ns, 0.8 * rb.idle.total());
+  EXPECT_GT(rb.idle.host_wait_ns, 3 * a.breakdown.ranks[0].idle.host_wait_ns);
+}
+
+TEST(Analyses, LateCollectiveLaunchedLateIsHost) {
+  Spec spec;
+  // Longer than the host's lead over the GPU (~0.8 ms of queued kernels), so it shows.
+  spec.faults.push_back({Fault::Kind::late_collective, 6, 1, 1'500'000, ""});
+  Analysis a = analyze(spec);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 6);
+  EXPECT_EQ(f.cause, Cause::host) << f.summary;
+  EXPECT_GT(a.jitter.ranks[6].last_arrival_share, 0.9);
+  EXPECT_GT(a.jitter.ranks[6].median_arrival_excess_ns, 500'000);
+  EXPECT_LT(std::abs(a.jitter.ranks[6].duration_excess_ns), 10'000);
+}
+
+TEST(Analyses, LateCollectiveLaunchedInTimeIsCommunication) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::late_collective_device, 1, 1, 700'000, ""});
+  Analysis a = analyze(spec);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 1);
+  EXPECT_EQ(f.cause, Cause::communication) << f.summary;
+  EXPECT_GT(a.jitter.ranks[1].last_arrival_share, 0.9);
+  EXPECT_NEAR(a.jitter.ranks[1].median_arrival_excess_ns, 700'000, 30'000);
+}
+
+TEST(Analyses, TransientSlowdownNamesItsSteps) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::slow_gpu, 3, 2.0, 0, "forward", 10, 13});
+  Analysis a = analyze(spec);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 3);
+  EXPECT_EQ(f.kind, "transient");
+  EXPECT_EQ(f.first_step, 10);
+  EXPECT_EQ(f.last_step, 12);
+  EXPECT_EQ(f.section, "forward");
+  EXPECT_EQ(f.cause, Cause::gpu_compute) << f.summary;
+  for (const StepJitter& s : a.jitter.steps) {
+    if (s.step >= 10 && s.step < 13) {
+      EXPECT_EQ(s.worst_rank, 3);
+      EXPECT_GT(s.worst_divergence_ns, a.jitter.divergence_threshold_ns);
+      EXPECT_GE(s.first_diverging_slot, 0);
+    } else {
+      EXPECT_LT(s.worst_divergence_ns, a.jitter.divergence_threshold_ns) << s.step;
+    }
+  }
+}
+
+TEST(Analyses, OneNoisyStepIsNotAFinding) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::slow_gpu, 4, 3.0, 0, "", 7, 8});  // a single step
+  Analysis a = analyze(spec);
+  EXPECT_TRUE(a.verdict.findings.empty()) << dump(a.verdict);
+}
+
+TEST(Breakdown, TemporalSharesAddUp) {
+  Analysis a = analyze(Spec{});
+  ASSERT_TRUE(a.breakdown.available);
+  for (const RankBreakdown& rb : a.breakdown.ranks) {
+    const Temporal& t = rb.temporal;
+    EXPECT_NEAR(t.compute_ns + t.comm_ns + t.memory_ns + t.idle_ns, t.span_ns, 1);
+    EXPECT_GT(t.compute_ns, 0);
+    EXPECT_GT(t.comm_ns, 0);
+    EXPECT_GT(t.memory_ns, 0);
+    ASSERT_TRUE(rb.overlap.has_value());
+    EXPECT_DOUBLE_EQ(*rb.overlap, 0.0);  // one stream: nothing overlaps
+    EXPECT_EQ(rb.launch.with_launch, rb.types.comp + rb.types.comm + rb.types.mem);
+  }
+  EXPECT_EQ(a.breakdown.top.front().type, "COMM");  // the all-reduce dominates the synthetic step
+  EXPECT_EQ(a.breakdown.hosts.size(), 2u);
+}
+
+TEST(Breakdown, NoGpuRecordsSaysWhy) {
+  RunModel m;
+  m.ranks.push_back(RankData{});
+  BreakdownReport b = analyze_breakdown(m, StepSet{});
+  EXPECT_FALSE(b.available);
+  EXPECT_FALSE(b.why_not.empty());
+  JitterReport j = analyze_jitter(m, StepSet{});
+  EXPECT_FALSE(j.available);
+}
+
+TEST(Verdict, RobustZ) {
+  EXPECT_NEAR(robust_z(10, {1, 2, 3, 4, 5}), (10 - 3) / 1.4826, 1e-9);
+  EXPECT_EQ(robust_z(3, {3, 3, 3}), 0);
+  EXPECT_GT(robust_z(4, {3, 3, 3, 4}), 100);
+}
+
+}  // namespace
+}  // namespace laggard::report
+
+#include "cut.h"
+#include "diff.h"
+#include "render_analyses.h"
+
+namespace laggard::report {
+namespace {
+
+TEST(Cut, RanksHostsStepsAndSections) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::slow_gpu, 5, 1.4, 0, "backward"});
+  RunModel m = synth::make_run(spec);
+  Cut by_host;
+  by_host.hosts = {"node0"};
+  RunModel h = apply_cut(m, by_host);
+  ASSERT_EQ(h.ranks.size(), 4u);
+  EXPECT_EQ(h.ranks.back().rank, 3);
+  // Without rank 5's host, nobody stands out.
+  Analysis none;
+  none.model = h;
+  none.steps = detect_steps(h, "");
+  none.scores = compute_scores(h, {});
+  none.jitter = analyze_jitter(h, none.steps);
+  none.breakdown = analyze_breakdown(h, none.steps);
+  EXPECT_TRUE(decide(h, none.steps, none.scores, none.jitter, none.breakdown).findings.empty());
+
+  Cut steps;
+  steps.steps = std::make_pair(3, 5);
+  StepSet s = apply_cut(detect_steps(m, ""), steps);
+  EXPECT_EQ(s.count(), 3);
+  EXPECT_EQ(s.per_rank[0][0].index, 3);
+  JitterReport j = analyze_jitter(m, s);
+  ASSERT_EQ(j.steps.size(), 3u);
+  EXPECT_EQ(j.steps[0].step, 3);  // labelled with the real step number
+
+  Cut sec;
+  sec.sections = "^forward$";
+  RunModel f = apply_cut(m, sec);
+  for (const auto& r : f.ranks)
+    for (const auto& w : r.windows) {
+      for (const auto& x : w.sections) EXPECT_EQ(x.name, "forward");
+      for (const auto& a : w.gpu) EXPECT_EQ(f.strings.at(a.section), "forward");
+    }
+  Cut bad;
+  bad.sections = "(";
+  EXPECT_THROW(apply_cut(m, bad), std::invalid_argument);
+  EXPECT_EQ(parse_rank_list("0,3,5-7"), (std::set<int>{0, 3, 5, 6, 7}));
+  EXPECT_THROW(parse_rank_list("x"), std::invalid_argument);
+  EXPECT_EQ(parse_step_range("10:20"), std::make_pair(10, 20));
+  EXPECT_EQ(parse_step_range("7"), std::make_pair(7, 7));
+  EXPECT_THROW(parse_step_range("9:3"), std::invalid_argument);
+}
+
+TEST(Diff, AddedRemovedChanged) {
+  Spec base;
+  RunModel a = synth::make_run(base);
+  Spec changed = base;
+  changed.kernels.erase(changed.kernels.begin());               // embedding_fwd removed
+  changed.kernels.push_back({"new_kernel", "optimizer", 10'000});  // added
+  changed.kernels[4].dur_ns *= 2;                               // gemm_bwd_a doubled (index shifted by one)
+  RunModel b = synth::make_run(changed);
+  RunDiff d = diff_runs(a, b);
+  std::map<std::string, std::string> status;
+  for (const DiffEntry& e : d.kernels) status[e.name] = e.status;
+  EXPECT_EQ(status["embedding_fwd"], "removed");
+  EXPECT_EQ(status["new_kernel"], "added");
+  EXPECT_EQ(status["gemm_bwd_a"], "changed");
+  EXPECT_EQ(status["gemm_fwd_a"], "same");
+  for (const DiffEntry& e : d.sections) EXPECT_NE(e.status, "added") << e.name;
+  EXPECT_EQ(d.kernels.front().name, "gemm_bwd_a");  // the biggest change of total time first
+  nlohmann::json j = render_diff_json(d);
+  EXPECT_EQ(j["kernels"].size(), d.kernels.size());
+}
+
+TEST(Render, AnalysesJsonHasVerdictAndCuts) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::host_bound, 2, 1, 300'000, ""});
+  RunModel m = synth::make_run(spec);
+  ScoreReport sc = compute_scores(m, {});
+  Analyses a = run_analyses(m, sc, {});
+  nlohmann::json j = render_analyses_json(m, a);
+  ASSERT_EQ(j["verdict"]["findings"].size(), 1u);
+  EXPECT_EQ(j["verdict"]["findings"][0]["rank"], 2);
+  EXPECT_EQ(j["verdict"]["findings"][0]["cause"], "host");
+  EXPECT_FALSE(j["verdict"]["thresholds"].empty());
+  EXPECT_EQ(j["steps"]["count"], spec.steps);
+  EXPECT_EQ(j["jitter"]["steps"].size(), size_t(spec.steps));
+  EXPECT_EQ(j["jitter"]["steps"][0]["per_rank"].size(), 8u);
+  EXPECT_TRUE(j["jitter"]["steps"][0]["per_rank"][2]["by_section"].contains("forward"));
+  EXPECT_EQ(j["breakdown"]["ranks"].size(), 8u);
+  EXPECT_EQ(j["breakdown"]["hosts"].size(), 2u);
+  EXPECT_TRUE(j["breakdown"]["by_section"].contains("backward"));
+  std::ostringstream text;
+  render_verdict_text(a, text);
+  render_analyses_text(m, a, 3, text);
+  EXPECT_NE(text.str().find("[host] rank 2"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("Worst ranks"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace laggard::report
+
+#include "render_trace.h"
+
+namespace laggard::report {
+namespace {
+
+TEST(Render, ChromeTraceHasEveryRankAndKind) {
+  Spec spec;
+  spec.ranks = 2;
+  spec.steps = 3;
+  RunModel m = synth::make_run(spec);
+  std::ostringstream out;
+  size_t n = render_trace(m, out);
+  nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j["traceEvents"].size(), n);
+  std::map<std::string, int> cats;
+  std::set<int> pids;
+  std::set<std::string> thread_names;
+  for (const auto& e : j["traceEvents"]) {
+    pids.insert(e["pid"].get<int>());
+    if (e["ph"] == "X") {
+      ++cats[e["cat"].get<std::string>()];
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      EXPECT_GE(e["ts"].get<double>(), 0);
+    }
+    if (e["name"] == "thread_name") thread_names.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  const int per_step = static_cast<int>(spec.kernels.size());
+  EXPECT_EQ(cats["kernel"] + cats["memcpy"] + cats["memset"], 2 * spec.steps * per_step);
+  EXPECT_EQ(cats["nccl_kernel"], 2 * spec.steps);
+  EXPECT_EQ(cats["nccl"], 2 * spec.steps);
+  EXPECT_EQ(cats["nvtx"], 2 * spec.steps * 4);  // step, forward, backward, optimizer
+  EXPECT_TRUE(thread_names.count("NCCL"));
+  EXPECT_TRUE(thread_names.count("GPU 0 stream 7"));
+}
+
+}  // namespace
+}  // namespace laggard::report

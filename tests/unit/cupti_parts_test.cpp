@@ -1,0 +1,238 @@
+// The pieces under GpuCapture: correlation table, buffer pool, record parser, loader search.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "activity_parser.h"
+#include "buffer_pool.h"
+#include "correlation_table.h"
+#include "cupti_loader.h"
+#include "gpu_aggregator.h"
+#include "records.h"
+
+namespace laggard::cupti {
+namespace {
+
+TEST(CorrelationTable, FindsWhatEnterAndExitWrote) {
+  CorrelationTable t(64);
+  t.enter(5, 11, 1234, 100);
+  LaunchInfo li{};
+  ASSERT_TRUE(t.find(5, &li));
+  EXPECT_EQ(li.section, 11u);
+  EXPECT_EQ(li.tid, 1234u);
+  EXPECT_EQ(li.api_start_ns, 100);
+  EXPECT_EQ(li.api_end_ns, 0);  // not returned yet
+  t.exit(5, 250);
+  ASSERT_TRUE(t.find(5, &li));
+  EXPECT_EQ(li.api_end_ns, 250);
+  EXPECT_FALSE(t.find(6, &li));
+  EXPECT_FALSE(t.find(0, &li));
+}
+
+TEST(CorrelationTable, ReusedSlotForgetsTheOldId) {
+  CorrelationTable t(64);
+  t.enter(3, 1, 1, 10);
+  t.enter(3 + 64, 2, 1, 20);
+  LaunchInfo li{};
+  EXPECT_FALSE(t.find(3, &li));
+  ASSERT_TRUE(t.find(67, &li));
+  EXPECT_EQ(li.section, 2u);
+  t.exit(3, 99);  // a late exit of the evicted id changes nothing
+  ASSERT_TRUE(t.find(67, &li));
+  EXPECT_EQ(li.api_end_ns, 0);
+}
+
+TEST(CorrelationTable, ConcurrentWritersAndReaderNeverSeeAForeignEntry) {
+  CorrelationTable t(1024);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0}, hits{0};
+  // Each writer owns ids with id % 4 == w and writes section == id, so any torn read shows.
+  std::vector<std::thread> writers;
+  for (uint32_t w = 0; w < 4; ++w)
+    writers.emplace_back([&, w] {
+      for (uint32_t id = 4 + w; id < 400000; id += 4) t.enter(id, id, w, id);
+    });
+  std::thread reader([&] {
+    while (!stop.load()) {
+      for (uint32_t id = 1; id < 400000; id += 97) {
+        LaunchInfo li{};
+        if (t.find(id, &li)) {
+          hits.fetch_add(1);
+          if (li.section != id || li.api_start_ns != id) bad.fetch_add(1);
+        }
+      }
+    }
+  });
+  for (auto& w : writers) w.join();
+  stop.store(true);
+  reader.join();
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+TEST(BufferPool, HandsOutUpToTheLimitThenDeclines) {
+  BufferPool p(1000, 2);
+  EXPECT_EQ(p.buffer_bytes() % 8, 0u);
+  uint8_t* a = p.acquire();
+  uint8_t* b = p.acquire();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 8, 0u);
+  EXPECT_EQ(p.acquire(), nullptr);
+  EXPECT_EQ(p.declined(), 1u);
+  p.release(a);
+  EXPECT_EQ(p.acquire(), a);  // reused, not reallocated
+  EXPECT_EQ(p.allocated(), 2u);
+  int stranger = 0;
+  p.release(reinterpret_cast<uint8_t*>(&stranger));  // not ours: ignored
+  p.release(b);
+  p.release(b);  // twice: once
+  EXPECT_EQ(p.outstanding(), 1u);
+}
+
+TEST(ActivityParser, ReadsCuda13KernelRecords) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 1000;
+  k.end = 1500;
+  k.deviceId = 2;
+  k.streamId = 13;
+  k.gridX = 64, k.gridY = 2, k.gridZ = 1;
+  k.blockX = 256, k.blockY = 1, k.blockZ = 1;
+  k.correlationId = 77;
+  k.name = "_Z4gemmPf";
+  k.graphId = 0;
+  GpuRecord r;
+  ASSERT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::ok);
+  EXPECT_EQ(r.kind, RecordKind::kernel);
+  EXPECT_STREQ(r.name, "_Z4gemmPf");
+  EXPECT_EQ(r.start, 1000u);
+  EXPECT_EQ(r.end, 1500u);
+  EXPECT_EQ(r.device, 2u);
+  EXPECT_EQ(r.stream, 13u);
+  EXPECT_EQ(r.correlation, 77u);
+  EXPECT_EQ(r.grid, (std::array<uint32_t, 3>{64, 2, 1}));
+  EXPECT_EQ(r.block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_FALSE(r.graph);
+}
+
+TEST(ActivityParser, ReadsCuda12KernelRecordsTheSameWay) {
+  CUpti_ActivityKernel9 k{};  // what CUPTI 12 delivers
+  k.kind = CUPTI_ACTIVITY_KIND_KERNEL;
+  k.start = 10;
+  k.end = 30;
+  k.gridX = 3, k.gridY = 1, k.gridZ = 1;
+  k.blockX = 32, k.blockY = 4, k.blockZ = 1;
+  k.correlationId = 5;
+  k.name = "k9";
+  k.graphId = 8;
+  GpuRecord r;
+  ASSERT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::ok);
+  EXPECT_STREQ(r.name, "k9");
+  EXPECT_EQ(r.correlation, 5u);
+  EXPECT_EQ(r.block, (std::array<uint32_t, 3>{32, 4, 1}));
+  EXPECT_TRUE(r.graph);
+}
+
+TEST(ActivityParser, MemcpyMemsetOtherKindsAndMissingTimestamps) {
+  CUpti_ActivityMemcpy5 m{};  // CUDA 12 layout
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.bytes = 1 << 20;
+  m.start = 1;
+  m.end = 2;
+  m.correlationId = 9;
+  GpuRecord r;
+  ASSERT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&m), &r), ParseResult::ok);
+  EXPECT_EQ(r.kind, RecordKind::memcpy);
+  EXPECT_EQ(r.bytes, 1u << 20);
+  EXPECT_STREQ(memcpy_label(r.copy_kind), "[memcpy DtoH]");
+
+  CUpti_ActivityMemset4 s{};
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.bytes = 64;
+  s.start = 5;
+  s.end = 6;
+  ASSERT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&s), &r), ParseResult::ok);
+  EXPECT_EQ(r.kind, RecordKind::memset);
+
+  CUpti_ActivityAPI api{};
+  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&api), &r), ParseResult::other_kind);
+  EXPECT_EQ(parse_record(nullptr, &r), ParseResult::other_kind);
+
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::no_timestamp);
+  k.start = 10;
+  k.end = 5;
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::no_timestamp);
+}
+
+TEST(ActivityParser, NcclKernelNames) {
+  EXPECT_TRUE(is_nccl_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  EXPECT_TRUE(is_nccl_kernel("_Z28ncclDevKernel_AllGather_RING_LLP11ncclDevComm"));
+  EXPECT_TRUE(is_nccl_kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"));
+  EXPECT_TRUE(is_nccl_kernel("ncclDevFunc_Broadcast_RING_LL"));
+  EXPECT_FALSE(is_nccl_kernel("ampere_sgemm_128x64_nn"));
+  EXPECT_FALSE(is_nccl_kernel("nccl_like_but_not"));
+  EXPECT_FALSE(is_nccl_kernel(nullptr));
+}
+
+TEST(GpuAggregator, MedianOfALargeKeyIsFromAUniformSample) {
+  GpuAggregator agg(10, 64);
+  GpuRecord r;
+  r.name = "k";
+  for (uint64_t i = 0; i < 10000; ++i) {
+    r.start = 1000 + i;
+    r.end = r.start + 1 + (i % 1000);  // uniform 1..1000: median ~500
+    agg.add(r, nullptr);
+  }
+  GpuWindow w = agg.close(0, 0, nullptr);
+  ASSERT_EQ(w.kernels.size(), 1u);
+  EXPECT_EQ(w.kernels[0].count, 10000u);
+  EXPECT_EQ(w.kernels[0].min_ns, 1);
+  EXPECT_EQ(w.kernels[0].max_ns, 1000);
+  EXPECT_NEAR(double(w.kernels[0].median_ns), 500, 200);
+}
+
+TEST(CuptiLoader, ExplicitPathIsTheOnlyPlaceTried) {
+  EXPECT_EQ(cupti_candidates({"/opt/x/libcupti.so.12", "/cuda"}), std::vector<std::string>{"/opt/x/libcupti.so.12"});
+  auto dir = cupti_candidates({"/tmp", ""});
+  ASSERT_EQ(dir.size(), 3u);
+  EXPECT_EQ(dir[0], "/tmp/libcupti.so.13");
+  EXPECT_EQ(dir[1], "/tmp/libcupti.so.12");
+}
+
+TEST(CuptiLoader, DefaultOrderCudaHomeThenUsrLocalCudaThenLoaderPath) {
+  auto c = cupti_candidates({"", "/opt/cuda-13"});
+  ASSERT_FALSE(c.empty());
+  EXPECT_EQ(c.front(), "/opt/cuda-13/lib64/libcupti.so.13");
+  EXPECT_NE(std::find(c.begin(), c.end(), "/opt/cuda-13/extras/CUPTI/lib64/libcupti.so.12"), c.end());
+  EXPECT_NE(std::find(c.begin(), c.end(), "/usr/local/cuda/lib64/libcupti.so.13"), c.end());
+  EXPECT_EQ(c.back(), "libcupti.so");
+}
+
+TEST(CuptiLoader, MissingLibraryIsAnErrorNamingWhereItLooked) {
+  LoadResult r = load_cupti({"/nonexistent/libcupti.so.13", ""});
+  EXPECT_EQ(r.api, nullptr);
+  EXPECT_NE(r.error.find("/nonexistent/libcupti.so.13"), std::string::npos) << r.error;
+}
+
+TEST(CuptiLoader, ALibraryWithoutCuptiFunctionsIsRejected) {
+  LoadResult r = load_cupti({"libc.so.6", ""});
+  EXPECT_EQ(r.api, nullptr);
+  EXPECT_NE(r.error.find("no cuptiSubscribe"), std::string::npos) << r.error;
+}
+
+TEST(CuptiLoader, NoDriverLoadedMeansCudaIsNotInitialized) {
+  // This test process never loads libcuda.so.1; the check must not load it either.
+  EXPECT_FALSE(cuda_initialized());
+  std::ifstream maps("/proc/self/maps");
+  std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("libcuda.so"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace laggard::cupti

@@ -1,0 +1,412 @@
+// GPU capture against a fake CUPTI: attribution of kernels to the launching thread's NVTX
+// section, joins across out-of-order and multi-threaded delivery, drops, profiling interval.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "clock.h"
+#include "fake_cupti_api.h"
+#include "gpu_capture.h"
+
+namespace laggard::cupti {
+namespace {
+
+using fake::FakeCupti;
+using fake::KernelSpec;
+
+thread_local uint32_t t_section = kNoName;
+uint32_t test_section() { return t_section; }
+
+std::string section_name(uint32_t id) { return "s" + std::to_string(id); }
+
+struct Fixture {
+  FakeCupti api;
+  std::unique_ptr<GpuCapture> cap;
+  uint64_t next_index = 0;
+
+  explicit Fixture(GpuCaptureOptions opt = {}) { cap = std::make_unique<GpuCapture>(api, opt, &test_section); }
+
+  WindowSnapshot close(bool final = false) {
+    WindowSnapshot w;
+    w.index = next_index++;
+    w.end_ns = realtime_ns();
+    w.start_ns = w.end_ns - 1'000'000'000;
+    cap->close_window(w, final, section_name);
+    return w;
+  }
+};
+
+const std::string& str(const GpuWindow& g, uint32_t idx) {
+  static const std::string none = "(no section)";
+  return idx == kNoString ? none : g.strings.at(idx);
+}
+
+// Count of kernels named `name` attributed to `section` ("(no section)" for none).
+uint64_t count(const GpuWindow& g, const std::string& section, const std::string& name) {
+  uint64_t n = 0;
+  for (const GpuKernelStats& k : g.kernels)
+    if (str(g, k.section) == section && str(g, k.name) == name) n += k.count;
+  return n;
+}
+
+KernelSpec kernel(const std::string& name, uint64_t dur = 1000) {
+  KernelSpec k;
+  k.name = name;
+  k.dur_ns = dur;
+  return k;
+}
+
+TEST(GpuCapture, AttachSubscribesToLaunchCallbacksOnlyAndEnablesKinds) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  EXPECT_TRUE(f.api.core.kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  EXPECT_TRUE(f.api.core.kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  EXPECT_TRUE(f.api.core.kind_enabled(CUPTI_ACTIVITY_KIND_MEMSET));
+  auto& c = f.api.core;
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000));
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020));
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx));
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2));
+  // No GPU work: not worth a callback on every call.
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000));
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020));
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent));
+}
+
+TEST(GpuCapture, WithoutCallbackNamesFallsBackToKnownLaunchIds) {
+  Fixture f;
+  f.api.core.have_callback_names = false;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_TRUE(c.callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020));
+}
+
+TEST(GpuCapture, AnotherSubscriberMeansAClearErrorAndNothingRegistered) {
+  Fixture f;
+  f.api.core.refuse_subscribe = true;
+  std::string err = f.cap->attach(0);
+  EXPECT_NE(err.find("another CUPTI client"), std::string::npos) << err;
+  EXPECT_FALSE(f.cap->attached());
+  EXPECT_FALSE(f.api.core.kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  // A second capture can attach afterwards: the first left nothing behind.
+  f.api.core.refuse_subscribe = false;
+  Fixture g;
+  EXPECT_EQ(g.cap->attach(0), "");
+}
+
+TEST(GpuCapture, KernelsGoToTheLaunchingThreadsInnermostSection) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  t_section = 3;
+  for (int i = 0; i < 5; ++i) c.launch(kernel("fwd_gemm", 100));
+  t_section = 4;
+  for (int i = 0; i < 2; ++i) c.launch(kernel("bwd_gemm", 300));
+  t_section = kNoName;
+  c.launch(kernel("stray"));
+  WindowSnapshot w = f.close();
+  const GpuWindow& g = w.gpu;
+  ASSERT_TRUE(g.present);
+  EXPECT_TRUE(g.sampled);
+  EXPECT_EQ(count(g, "s3", "fwd_gemm"), 5u);
+  EXPECT_EQ(count(g, "s4", "bwd_gemm"), 2u);
+  EXPECT_EQ(count(g, "(no section)", "stray"), 1u);
+  EXPECT_EQ(w.dropped.unmatched_correlation, 0u);
+  ASSERT_EQ(g.records.size(), 8u);
+  for (size_t i = 0; i < g.records.size(); ++i) {
+    EXPECT_GT(g.records.api_start_ns[i], 0);
+    EXPECT_GE(g.records.api_dur_ns[i], 0);
+    EXPECT_EQ(g.records.tid[i], g.records.tid[0]);
+    EXPECT_EQ(g.records.flags[i], 0);
+  }
+  // Statistics are exact for a handful of durations.
+  for (const GpuKernelStats& k : g.kernels) {
+    if (str(g, k.name) != "bwd_gemm") continue;
+    EXPECT_EQ(k.total_ns, 600);
+    EXPECT_EQ(k.min_ns, 300);
+    EXPECT_EQ(k.max_ns, 300);
+    EXPECT_EQ(k.median_ns, 300);
+    EXPECT_EQ(k.grid, (std::array<uint32_t, 3>{1, 1, 1}));
+    EXPECT_EQ(k.block, (std::array<uint32_t, 3>{128, 1, 1}));
+  }
+  // The next window starts empty.
+  EXPECT_TRUE(f.close().gpu.kernels.empty());
+}
+
+TEST(GpuCapture, OutOfOrderDeliveryStillJoinsByCorrelation) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  uint64_t t0 = c.now();
+  for (uint32_t s = 0; s < 6; ++s) {
+    t_section = s;
+    KernelSpec k = kernel("k" + std::to_string(s));
+    k.start = t0 + s * 10'000;
+    c.launch(k);
+  }
+  t_section = kNoName;
+  c.reverse_pending();
+  c.records_per_buffer = 2;  // three buffers, each delivered separately
+  WindowSnapshot w = f.close();
+  for (uint32_t s = 0; s < 6; ++s) EXPECT_EQ(count(w.gpu, "s" + std::to_string(s), "k" + std::to_string(s)), 1u);
+  // Records are written in GPU start order whatever the delivery order.
+  const auto& st = w.gpu.records.start_ns;
+  EXPECT_TRUE(std::is_sorted(st.begin(), st.end()));
+}
+
+TEST(GpuCapture, LaunchesFromManyThreadsKeepTheirOwnSections) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  constexpr int kThreads = 4, kEach = 2000;
+  std::vector<std::thread> threads;
+  std::atomic<int> ready{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      t_section = 100 + t;
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      for (int i = 0; i < kEach; ++i) c.launch(kernel("k" + std::to_string(t)));
+    });
+  // Deliver while they launch, as CUPTI's worker thread would.
+  for (int i = 0; i < 20; ++i) {
+    f.cap->tick();
+    std::this_thread::yield();
+  }
+  for (auto& th : threads) th.join();
+  WindowSnapshot w = f.close();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(count(w.gpu, "s" + std::to_string(100 + t), "k" + std::to_string(t)), uint64_t(kEach)) << t;
+  }
+  EXPECT_EQ(w.dropped.unmatched_correlation, 0u);
+  std::set<uint32_t> tids(w.gpu.records.tid.begin(), w.gpu.records.tid.end());
+  EXPECT_EQ(tids.size(), size_t(kThreads));
+}
+
+TEST(GpuCapture, UnknownCorrelationIsCountedAndHasNoSection) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  c.queue_kernel(kernel("launched_before_attach"), 999'999);
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(count(w.gpu, "(no section)", "launched_before_attach"), 1u);
+  EXPECT_EQ(w.dropped.unmatched_correlation, 1u);
+  ASSERT_EQ(w.gpu.records.size(), 1u);
+  EXPECT_EQ(w.gpu.records.flags[0], kGpuFlagUnmatched);
+  EXPECT_EQ(w.gpu.records.api_dur_ns[0], -1);
+  EXPECT_EQ(w.gpu.records.section[0], kNoString);
+}
+
+TEST(GpuCapture, CorrelationSlotsReusedBeforeDeliveryAreUnmatchedNotMisattributed) {
+  GpuCaptureOptions opt;
+  opt.table_slots = 16;
+  Fixture f(opt);
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  for (uint32_t i = 0; i < 20; ++i) {
+    t_section = i;
+    c.launch(kernel("k"));
+  }
+  t_section = kNoName;
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(w.dropped.unmatched_correlation, 4u);  // ids 1..4 were overwritten by 17..20
+  EXPECT_EQ(count(w.gpu, "(no section)", "k"), 4u);
+  for (uint32_t i = 4; i < 20; ++i) EXPECT_EQ(count(w.gpu, "s" + std::to_string(i), "k"), 1u) << i;
+}
+
+TEST(GpuCapture, NestedRuntimeAndDriverCallbacksOfOneLaunchKeepTheOuterStart) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  t_section = 1;
+  uint32_t corr = c.new_correlation();
+  c.api_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, corr, CUPTI_API_ENTER);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  int64_t inner_epoch = realtime_ns();
+  t_section = 2;  // must not matter: same launch
+  c.api_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, corr, CUPTI_API_ENTER);
+  c.api_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, corr, CUPTI_API_EXIT);
+  c.queue_kernel(kernel("k"), corr);
+  c.api_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, corr, CUPTI_API_EXIT);
+  t_section = kNoName;
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(count(w.gpu, "s1", "k"), 1u);
+  ASSERT_EQ(w.gpu.records.size(), 1u);
+  // The start is the outer call's, 5 ms before the inner one.
+  EXPECT_LT(w.gpu.records.api_start_ns[0], inner_epoch - 4'000'000);
+  EXPECT_GT(w.gpu.records.api_dur_ns[0], 4'000'000);
+}
+
+TEST(GpuCapture, BufferPoolExhaustionIsCounted) {
+  GpuCaptureOptions opt;
+  opt.buffer_bytes = 4096;  // ~18 kernel records per buffer
+  opt.max_buffers = 2;
+  Fixture f(opt);
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  c.hold_buffers = 3;  // CUPTI wants three buffers at once; laggard has two
+  for (int i = 0; i < 100; ++i) c.launch(kernel("k"));
+  WindowSnapshot w = f.close();
+  EXPECT_GE(w.dropped.gpu_buffer_full, 1u);
+  uint64_t got = count(w.gpu, "(no section)", "k");
+  EXPECT_GT(got, 0u);
+  EXPECT_EQ(got + w.dropped.cupti_records_dropped, 100u);
+  // Buffers came back: the next window is complete again.
+  c.hold_buffers = 0;
+  for (int i = 0; i < 10; ++i) c.launch(kernel("k"));
+  WindowSnapshot w2 = f.close();
+  EXPECT_EQ(count(w2.gpu, "(no section)", "k"), 10u);
+  EXPECT_EQ(w2.dropped.cupti_records_dropped, 0u);
+}
+
+TEST(GpuCapture, RecordsBeyondTheWindowCapAreCountedButStatisticsStayExact) {
+  GpuCaptureOptions opt;
+  opt.records_per_window = 10;
+  Fixture f(opt);
+  ASSERT_EQ(f.cap->attach(0), "");
+  for (int i = 0; i < 25; ++i) f.api.core.launch(kernel("k", 1000 + i));
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(count(w.gpu, "(no section)", "k"), 25u);
+  EXPECT_EQ(w.gpu.records.size(), 10u);
+  EXPECT_EQ(w.dropped.gpu_records_not_stored, 15u);
+  EXPECT_EQ(w.gpu.kernels.at(0).median_ns, 1012);
+  EXPECT_EQ(w.gpu.kernels.at(0).max_ns, 1024);
+}
+
+TEST(GpuCapture, RecordsWithoutTimestampsAreSkippedAndCounted) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  KernelSpec k = kernel("k");
+  k.no_timestamp = true;
+  f.api.core.launch(k);
+  f.api.core.launch(kernel("k"));
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(count(w.gpu, "(no section)", "k"), 1u);
+  EXPECT_EQ(w.dropped.gpu_no_timestamp, 1u);
+}
+
+TEST(GpuCapture, NcclGraphMemcpyAndMemsetAreKeptApart) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  t_section = 1;
+  c.launch(kernel("_Z28ncclDevKernel_AllReduce_Sum_f32_RING_LLP11ncclDevComm"));
+  KernelSpec g = kernel("gemm");
+  g.graph_id = 42;
+  c.launch(g, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
+  c.launch(kernel("gemm"));
+  c.memcpy_async(4096);
+  c.memset_async(512);
+  t_section = kNoName;
+  WindowSnapshot w = f.close();
+  int nccl = 0, graph = 0, plain = 0, copies = 0, sets = 0;
+  for (const GpuKernelStats& k : w.gpu.kernels) {
+    const std::string& n = str(w.gpu, k.name);
+    EXPECT_EQ(str(w.gpu, k.section), "s1") << n;
+    if (k.nccl) ++nccl;
+    if (n == "gemm" && k.graph) ++graph;
+    if (n == "gemm" && !k.graph) ++plain;
+    if (k.kind == GpuRecordKind::memcpy && n == "[memcpy HtoD]") ++copies;
+    if (k.kind == GpuRecordKind::memset && n == "[memset]") ++sets;
+  }
+  EXPECT_EQ(nccl, 1);
+  EXPECT_EQ(graph, 1);
+  EXPECT_EQ(plain, 1);
+  EXPECT_EQ(copies, 1);
+  EXPECT_EQ(sets, 1);
+  const GpuRecords& r = w.gpu.records;
+  ASSERT_EQ(r.size(), 5u);
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r.kind[i] == uint8_t(GpuRecordKind::memcpy)) {
+      EXPECT_EQ(r.bytes[i], 4096u);
+      EXPECT_EQ(r.copy_kind[i], CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+      EXPECT_EQ(r.shape[i], -1);
+    }
+    if (r.kind[i] == uint8_t(GpuRecordKind::kernel)) {
+      EXPECT_GE(r.shape[i], 0);
+    }
+  }
+}
+
+TEST(GpuCapture, ClockOffsetIsMeasuredAndGpuTimesMappedToTheHostClock) {
+  Fixture f;
+  f.api.core.clock_skew_ns = -7'000'000'000;  // CUPTI's clock runs 7 s behind CLOCK_REALTIME
+  ASSERT_EQ(f.cap->attach(0), "");
+  int64_t before = realtime_ns();
+  f.api.core.launch(kernel("k", 5000));
+  int64_t after = realtime_ns();
+  WindowSnapshot w = f.close();
+  EXPECT_NEAR(double(w.gpu.clock_offset_ns), 7e9, 1e6);
+  EXPECT_TRUE(w.gpu_status.has_clock);
+  EXPECT_NEAR(double(w.gpu_status.clock_offset_ns), 7e9, 1e6);
+  EXPECT_GE(w.gpu_status.clock_uncertainty_ns, 0);
+  ASSERT_EQ(w.gpu.records.size(), 1u);
+  EXPECT_GT(w.gpu.records.start_ns[0], before - 1'000'000);
+  EXPECT_LT(w.gpu.records.start_ns[0], after + 1'000'000);
+  EXPECT_LE(w.gpu.records.api_start_ns[0], w.gpu.records.start_ns[0] + 1'000'000);
+  EXPECT_EQ(w.gpu_status.cupti, "on");
+}
+
+TEST(GpuCapture, ProfilingIntervalCapturesOneWindowInN) {
+  GpuCaptureOptions opt;
+  opt.profiling_interval = 3;
+  Fixture f(opt);
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  std::vector<bool> sampled;
+  std::vector<uint64_t> counts;
+  for (int win = 0; win < 7; ++win) {
+    for (int i = 0; i < 4; ++i) c.launch(kernel("k"));
+    WindowSnapshot w = f.close();
+    sampled.push_back(w.gpu.sampled);
+    counts.push_back(count(w.gpu, "(no section)", "k"));
+  }
+  EXPECT_EQ(sampled, (std::vector<bool>{true, false, false, true, false, false, true}));
+  EXPECT_EQ(counts, (std::vector<uint64_t>{4, 0, 0, 4, 0, 0, 4}));
+  // Window 7 is not sampled. Off means off: no callbacks and no activity kinds.
+  EXPECT_FALSE(c.kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  EXPECT_FALSE(c.kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+}
+
+TEST(GpuCapture, AttachInAWindowThatIsNotSampledWaitsForTheNextSampledOne) {
+  GpuCaptureOptions opt;
+  opt.profiling_interval = 2;
+  Fixture f(opt);
+  f.next_index = 5;
+  ASSERT_EQ(f.cap->attach(5), "");
+  auto& c = f.api.core;
+  EXPECT_FALSE(c.kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  EXPECT_FALSE(c.callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  c.launch(kernel("k"));
+  WindowSnapshot w5 = f.close();
+  EXPECT_FALSE(w5.gpu.sampled);
+  EXPECT_TRUE(w5.gpu.kernels.empty());
+  EXPECT_TRUE(c.kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  c.launch(kernel("k"));
+  WindowSnapshot w6 = f.close();
+  EXPECT_TRUE(w6.gpu.sampled);
+  EXPECT_EQ(count(w6.gpu, "(no section)", "k"), 1u);
+}
+
+TEST(GpuCapture, InertAfterForkIgnoresEverything) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  f.cap->make_inert();
+  t_section = 9;
+  f.api.core.launch(kernel("k"));
+  t_section = kNoName;
+  WindowSnapshot w = f.close();
+  EXPECT_FALSE(w.gpu.present);
+}
+
+}  // namespace
+}  // namespace laggard::cupti

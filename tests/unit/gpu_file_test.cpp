@@ -1,0 +1,253 @@
+// Schema version 2: a window's GPU data written by capture and read back by the report, and
+// version 1 files (no GPU data) still read.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "reader.h"
+#include "writer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/laggard-gpu-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+laggard::FileInfo info() {
+  laggard::FileInfo fi;
+  fi.run_id = "gpu1";
+  fi.run_id_source = "test";
+  fi.rank = 0;
+  fi.local_rank = 0;
+  fi.world_size = 1;
+  fi.rank_source = "RANK";
+  fi.host = "h";
+  fi.pid = 42;
+  fi.flush_s = 1;
+  fi.nvtx_status = "on";
+  fi.cupti_enabled = true;
+  fi.profiling_interval = 2;
+  return fi;
+}
+
+constexpr int64_t kStart = 5'000'000'000;
+
+laggard::WindowSnapshot gpu_window() {
+  using namespace laggard;
+  WindowSnapshot w;
+  w.index = 0;
+  w.start_ns = kStart;
+  w.end_ns = kStart + 1'000'000'000;
+  GpuWindow& g = w.gpu;
+  g.present = true;
+  g.sampled = true;
+  g.clock_offset_ns = -123;
+  g.strings = {"_Z4gemmPf", "backward", "ncclDevKernel_AllReduce", "[memcpy HtoD]"};
+  GpuKernelStats k;
+  k.section = 1;
+  k.name = 0;
+  k.grid = {64, 2, 1};
+  k.block = {256, 1, 1};
+  k.graph = true;
+  k.count = 3;
+  k.total_ns = 300;
+  k.min_ns = 90;
+  k.max_ns = 110;
+  k.median_ns = 100;
+  g.kernels.push_back(k);
+  GpuKernelStats n;
+  n.section = kNoString;
+  n.name = 2;
+  n.nccl = true;
+  n.count = 1;
+  n.total_ns = n.min_ns = n.max_ns = n.median_ns = 50;
+  g.kernels.push_back(n);
+  GpuKernelStats c;
+  c.name = 3;
+  c.section = 1;
+  c.kind = GpuRecordKind::memcpy;
+  c.count = 1;
+  c.total_ns = c.min_ns = c.max_ns = c.median_ns = 20;
+  g.kernels.push_back(c);
+
+  GpuRecords& r = g.records;
+  auto add = [&](GpuRecordKind kind, uint32_t name, uint32_t section, int64_t start, int64_t dur, int64_t api_start,
+                 int64_t api_dur, int32_t shape, uint64_t bytes, uint8_t copy, uint8_t flags) {
+    r.kind.push_back(uint8_t(kind));
+    r.name.push_back(name);
+    r.section.push_back(section);
+    r.start_ns.push_back(start);
+    r.dur_ns.push_back(dur);
+    r.api_start_ns.push_back(api_start);
+    r.api_dur_ns.push_back(api_dur);
+    r.tid.push_back(77);
+    r.correlation.push_back(uint32_t(r.correlation.size() + 1));
+    r.device.push_back(1);
+    r.stream.push_back(13);
+    r.shape.push_back(shape);
+    r.bytes.push_back(bytes);
+    r.copy_kind.push_back(copy);
+    r.flags.push_back(flags);
+  };
+  r.shapes.push_back({64, 2, 1, 256, 1, 1});
+  add(GpuRecordKind::kernel, 0, 1, kStart + 1000, 100, kStart + 500, 40, 0, 0, 0, kGpuFlagGraph);
+  add(GpuRecordKind::kernel, 2, kNoString, kStart + 2000, 50, 0, -1, 0, 0, 0, kGpuFlagNccl | kGpuFlagUnmatched);
+  add(GpuRecordKind::memcpy, 3, 1, kStart - 10, 20, kStart - 100, 5, -1, 4096, 1, 0);  // ran before the window
+  w.gpu_status.cupti = "on";
+  w.gpu_status.library = "/usr/local/cuda/lib64/libcupti.so.13";
+  w.gpu_status.has_clock = true;
+  w.gpu_status.clock_offset_ns = -123;
+  w.gpu_status.clock_uncertainty_ns = 40;
+  w.dropped.cupti_records_dropped = 2;
+  w.dropped.unmatched_correlation = 1;
+  return w;
+}
+
+TEST(GpuFile, WindowGpuDataSurvivesTheRoundTrip) {
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu1").string();
+  laggard::SegmentWriter w(dir, info(), 30);
+  laggard::WindowSnapshot win = gpu_window();
+  ASSERT_EQ(w.write(win, win.dropped, true, 0), "");
+
+  // The file itself: version 2, header fields.
+  std::ifstream in(dir + "/rank00000-42-seg0000.json");
+  nlohmann::json f = nlohmann::json::parse(in);
+  EXPECT_EQ(f["schema_version"], 3);  // version 3 (NCCL) keeps every version 2 field
+  EXPECT_EQ(f["capture"]["cupti"], "on");
+  EXPECT_EQ(f["capture"]["cupti_library"], "/usr/local/cuda/lib64/libcupti.so.13");
+  EXPECT_EQ(f["clock"]["gpu_offset_ns"], -123);
+  EXPECT_EQ(f["clock"]["gpu_offset_uncertainty_ns"], 40);
+  EXPECT_EQ(f["config"]["profiling_interval"], 2);
+  EXPECT_EQ(f["dropped"]["cupti_records_dropped"], 2);
+  EXPECT_EQ(f["windows"][0]["gpu"]["records"]["start_offset_ns"][2], -10);
+
+  using namespace laggard::report;
+  RunModel m = read_run(dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  const RankData& r = m.ranks[0];
+  EXPECT_EQ(r.gpu_clock_offset_ns, -123);
+  EXPECT_EQ(r.cupti_status, "on");
+  EXPECT_EQ(r.dropped.at("unmatched_correlation"), 1u);
+  ASSERT_EQ(r.windows.size(), 1u);
+  const CaptureWindow& cw = r.windows[0];
+  EXPECT_TRUE(cw.gpu_sampled);
+  ASSERT_EQ(cw.kernel_stats.size(), 3u);
+  const KernelWindowStats& k = cw.kernel_stats[0];
+  EXPECT_EQ(m.strings.at(k.name), "_Z4gemmPf");
+  EXPECT_EQ(m.strings.at(k.section), "backward");
+  EXPECT_EQ(k.kind, GpuKind::kernel);
+  EXPECT_TRUE(k.graph);
+  EXPECT_EQ(k.grid[0], 64u);
+  EXPECT_EQ(k.grid[1], 2u);
+  EXPECT_EQ(k.block[0], 256u);
+  EXPECT_EQ(k.count, 3u);
+  EXPECT_EQ(k.total_ns, 300);
+  EXPECT_EQ(k.median_ns, 100);
+  EXPECT_EQ(cw.kernel_stats[1].section, StringTable::kNone);
+  EXPECT_TRUE(cw.kernel_stats[1].nccl);
+  EXPECT_EQ(cw.kernel_stats[2].kind, GpuKind::memcpy);
+
+  ASSERT_EQ(cw.gpu.size(), 3u);
+  const GpuActivity& a = cw.gpu[0];
+  EXPECT_EQ(a.kind, GpuKind::kernel);
+  EXPECT_EQ(m.strings.at(a.name), "_Z4gemmPf");
+  EXPECT_EQ(m.strings.at(a.section), "backward");
+  EXPECT_EQ(a.start_ns, kStart + 1000);
+  EXPECT_EQ(a.end_ns, kStart + 1100);
+  EXPECT_EQ(a.api_start_ns, kStart + 500);
+  EXPECT_EQ(a.api_end_ns, kStart + 540);
+  EXPECT_EQ(a.api_tid, 77u);
+  EXPECT_EQ(a.correlation, 1u);
+  EXPECT_EQ(a.device, 1);
+  EXPECT_EQ(a.stream, 13u);
+  EXPECT_EQ(a.grid[1], 2u);
+  EXPECT_EQ(a.block[0], 256u);
+  EXPECT_TRUE(a.graph);
+  EXPECT_FALSE(a.nccl);
+  const GpuActivity& b = cw.gpu[1];
+  EXPECT_EQ(b.section, StringTable::kNone);
+  EXPECT_TRUE(b.nccl);
+  EXPECT_EQ(b.api_start_ns, 0);  // launch not seen
+  EXPECT_EQ(b.api_end_ns, 0);
+  const GpuActivity& c = cw.gpu[2];
+  EXPECT_EQ(c.kind, GpuKind::memcpy);
+  EXPECT_EQ(c.start_ns, kStart - 10);
+  EXPECT_EQ(c.bytes, 4096u);
+  EXPECT_EQ(c.copy_kind, 1);
+  EXPECT_EQ(c.grid[0], 0u);
+  // Strings are interned once for the whole run.
+  EXPECT_EQ(cw.gpu[0].name, k.name);
+}
+
+TEST(GpuFile, WindowsWithoutGpuDataHaveNone) {
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu1").string();
+  laggard::SegmentWriter w(dir, info(), 30);
+  laggard::WindowSnapshot win;
+  win.start_ns = kStart;
+  win.end_ns = kStart + 10;
+  win.gpu_status.cupti = "idle: this process has not used CUDA";
+  ASSERT_EQ(w.write(win, {}, true, 0), "");
+  auto m = laggard::report::read_run(dir);
+  const auto& r = m.ranks.at(0);
+  EXPECT_EQ(r.cupti_status, "idle: this process has not used CUDA");
+  EXPECT_EQ(r.gpu_clock_offset_ns, 0);
+  EXPECT_FALSE(r.windows.at(0).gpu_sampled);
+  EXPECT_TRUE(r.windows.at(0).kernel_stats.empty());
+  EXPECT_TRUE(m.problems.empty());
+}
+
+TEST(GpuFile, Version1FilesStillRead) {
+  TempDir tmp;
+  fs::create_directories(tmp.path / "old");
+  std::ofstream(tmp.path / "old" / "rank00000-7-seg0000.json") << R"({
+    "schema": "laggard-rank", "schema_version": 1, "run_id": "old", "run_id_source": "LAGGARD_RUN_ID",
+    "rank": 0, "local_rank": 0, "world_size": 1, "rank_source": "RANK", "host": "h", "pid": 7, "segment": 0,
+    "process_start_ns": 1000, "data_end_ns": 3000, "written_ns": 3001, "final": true, "signal": null,
+    "clock": {"source": "CLOCK_MONOTONIC + epoch_offset_ns", "epoch_offset_ns": 5},
+    "config": {"flush_s": 10, "sections": "", "max_occurrences": 2048}, "capture": {"nvtx": "on"},
+    "dropped": {"ring_full": 0},
+    "windows": [{"index": 0, "start_ns": 1000, "end_ns": 3000, "dropped": {},
+                 "sections": [{"name": "step", "parent": null, "count": 1, "total_ns": 5, "min_ns": 5,
+                               "max_ns": 5, "median_ns": 5,
+                               "occurrences": {"start_offset_ns": [10], "dur_ns": [5], "tid": [7]}}]}]})";
+  auto m = laggard::report::read_run((tmp.path / "old").string());
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_TRUE(m.problems.empty());
+  EXPECT_EQ(m.ranks[0].windows.at(0).sections.at(0).name, "step");
+  EXPECT_TRUE(m.ranks[0].windows[0].kernel_stats.empty());
+  EXPECT_EQ(m.ranks[0].cupti_status, "");
+}
+
+TEST(GpuFile, MalformedGpuColumnsMakeTheFileAProblem) {
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu1").string();
+  laggard::SegmentWriter w(dir, info(), 30);
+  laggard::WindowSnapshot win = gpu_window();
+  ASSERT_EQ(w.write(win, {}, true, 0), "");
+  std::string path = dir + "/rank00000-42-seg0000.json";
+  std::ifstream in(path);
+  nlohmann::json f = nlohmann::json::parse(in);
+  in.close();
+  f["windows"][0]["gpu"]["records"]["dur_ns"].erase(0);
+  std::ofstream(path) << f.dump();
+  auto m = laggard::report::read_run(dir);
+  EXPECT_TRUE(m.ranks.empty());
+  ASSERT_FALSE(m.problems.empty());
+  EXPECT_EQ(m.problems[0].kind, "unreadable_file");
+  EXPECT_NE(m.problems[0].message.find("dur_ns"), std::string::npos) << m.problems[0].message;
+}
+
+}  // namespace
