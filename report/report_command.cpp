@@ -32,8 +32,7 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   }
   report::ScoreReport scores = report::compute_scores(model, o.scores);
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
-  report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps);
-  analyses.gpu = std::move(gpu);
+  report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu));
 
   std::ofstream file;
   std::ostream* dest = &out;
