@@ -3,12 +3,13 @@
 namespace laggard::report {
 
 Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
-                      const StepSet* steps_override) {
+                      const StepSet* steps_override, GpuScoreReport gpu) {
   Analyses a;
+  a.gpu = std::move(gpu);
   a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
   a.jitter = analyze_jitter(model, a.steps, opt.jitter);
   a.breakdown = analyze_breakdown(model, a.steps, opt.breakdown);
-  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict);
+  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu);
   return a;
 }
 

@@ -28,7 +28,8 @@ struct Analyses {
   Verdict verdict;
 };
 
+// gpu: the NVRx GPU scores already computed with `scores` (they add GPU stragglers to it).
 Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
-                      const StepSet* steps_override = nullptr);
+                      const StepSet* steps_override = nullptr, GpuScoreReport gpu = {});
 
 }  // namespace laggard::report

@@ -35,8 +35,7 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
   report::CommReport comm = report::analyze_collectives(model, scores);
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
-  report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps);
-  analyses.gpu = std::move(gpu);
+  report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu));
 
   std::ofstream file;
   std::ostream* dest = &out;

@@ -164,7 +164,7 @@ double robust_z(double x, const std::vector<double>& xs) {
 }
 
 Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores, const JitterReport& j,
-               const BreakdownReport& b, const VerdictOptions& opt) {
+               const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu) {
   Verdict v;
   const size_t nranks = model.ranks.size();
   std::vector<double> step_times;
@@ -296,6 +296,56 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
         k = end + 1;
       }
     }
+  }
+
+  // NVRx GPU scores (from the per-window kernel statistics, so also without per-kernel
+  // records): kernels slower than on the fastest rank.
+  for (const Straggler& s : scores.stragglers) {
+    if (s.scope != "gpu") continue;
+    size_t r = 0;
+    while (r < nranks && model.ranks[r].rank != s.rank) ++r;
+    if (r == nranks) continue;
+    if (has_finding[r]) {
+      for (Finding& f : v.findings)
+        if (f.rank == s.rank) f.evidence["gpu_" + s.metric + "_score" + (s.section.empty() ? "" : "_" + s.section)] = s.score;
+      continue;
+    }
+    if (s.metric == "individual") {
+      int run = 0, best_run = 0;
+      for (size_t i = 0; i < s.windows.size(); ++i) {
+        run = (i > 0 && s.windows[i] == s.windows[i - 1] + 1) ? run + 1 : 1;
+        best_run = std::max(best_run, run);
+      }
+      if (best_run < opt.min_consecutive_windows) continue;
+    }
+    Finding f;
+    f.rank = s.rank;
+    f.host = s.host;
+    f.cause = Cause::gpu_compute;
+    f.cause_share = 1;
+    f.kind = s.metric == "relative" ? "persistent" : "transient";
+    f.section = s.section;
+    // Extra kernel time per step: its kernel time there, times the share it would save at the
+    // reference speed.
+    if (gpu && r < gpu->ranks.size()) {
+      const RankGpu& g = gpu->ranks[r];
+      auto it = g.sections.find(s.section);
+      double kernel_ns = s.section.empty() ? double(g.score.kernel_ns)
+                         : it != g.sections.end() ? double(it->second.kernel_ns)
+                                                  : 0.0;
+      f.impact_ns = kernel_ns * (1 - s.score) / std::max(1, steps.count());
+    }
+    f.evidence["gpu_" + s.metric + "_score"] = s.score;
+    const std::string where = s.section.empty() ? "its kernels" : "its kernels in " + s.section;
+    f.summary = s.metric == "relative"
+                    ? fmt::format("rank {} (host {}): {} run {:.2f}x as long as on the fastest rank (NVRx GPU "
+                                  "relative score {:.2f}, time-weighted over kernels, NCCL excluded)",
+                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.score)
+                    : fmt::format("rank {} (host {}): {} became {:.2f}x slower than their own best in {} report "
+                                  "windows (NVRx GPU individual score {:.2f})",
+                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(), s.score);
+    v.findings.push_back(f);
+    has_finding[r] = true;
   }
 
   // NVTX section scores (CPU time), for ranks the GPU analysis did not already explain.

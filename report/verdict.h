@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "breakdown.h"
+#include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
 #include "steps.h"
@@ -59,8 +60,10 @@ struct Verdict {
   std::vector<Threshold> thresholds;
 };
 
+// gpu (optional): NVRx GPU scores, to size the impact of GPU-score findings.
 Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores,
-               const JitterReport& jitter, const BreakdownReport& breakdown, const VerdictOptions& options = {});
+               const JitterReport& jitter, const BreakdownReport& breakdown, const VerdictOptions& options = {},
+               const GpuScoreReport* gpu = nullptr);
 
 // Robust z of x against the median and MAD of xs (0 when it cannot be told apart).
 double robust_z(double x, const std::vector<double>& xs);

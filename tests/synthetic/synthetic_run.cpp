@@ -192,6 +192,30 @@ RunModel make_run(const Spec& spec) {
       for (auto& [k, sw] : secs) w.sections.push_back(sw);
       for (const GpuActivity& a : sim[r].gpu)
         if (a.end_ns >= w.start_ns && a.end_ns < w.end_ns) w.gpu.push_back(a);
+      // Per (section, name) statistics, as the capture writes them for every window.
+      std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> durs;
+      std::map<std::pair<uint32_t, uint32_t>, const GpuActivity*> first;
+      for (const GpuActivity& a : w.gpu) {
+        durs[{a.section, a.name}].push_back(a.end_ns - a.start_ns);
+        first.emplace(std::make_pair(a.section, a.name), &a);
+      }
+      for (auto& [key, v] : durs) {
+        const GpuActivity& a = *first[key];
+        report::KernelWindowStats k;
+        k.section = a.section;
+        k.name = a.name;
+        k.kind = a.kind;
+        k.nccl = a.nccl;
+        std::copy(std::begin(a.grid), std::end(a.grid), k.grid);
+        std::copy(std::begin(a.block), std::end(a.block), k.block);
+        std::sort(v.begin(), v.end());
+        k.count = v.size();
+        for (int64_t d : v) k.total_ns += d;
+        k.min_ns = v.front();
+        k.max_ns = v.back();
+        k.median_ns = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+        w.kernel_stats.push_back(k);
+      }
       for (const Collective& c : sim[r].colls)
         if (c.gpu_end_ns >= w.start_ns && c.gpu_end_ns < w.end_ns) w.collectives.push_back(c);
       d.windows.push_back(std::move(w));

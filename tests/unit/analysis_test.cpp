@@ -2,7 +2,9 @@
 // must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
 #include <gtest/gtest.h>
 
+#include "analyses.h"
 #include "breakdown.h"
+#include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
 #include "steps.h"
@@ -24,14 +26,17 @@ struct Analysis {
   Verdict verdict;
 };
 
+// The report's pipeline: section scores, GPU scores (which add GPU stragglers), analyses.
 Analysis analyze(const Spec& spec) {
   Analysis a;
   a.model = synth::make_run(spec);
-  a.steps = detect_steps(a.model, "");
   a.scores = compute_scores(a.model, {});
-  a.jitter = analyze_jitter(a.model, a.steps);
-  a.breakdown = analyze_breakdown(a.model, a.steps);
-  a.verdict = decide(a.model, a.steps, a.scores, a.jitter, a.breakdown);
+  GpuScoreReport gpu = compute_gpu_scores(a.model, a.scores);
+  Analyses all = run_analyses(a.model, a.scores, {}, nullptr, gpu);
+  a.steps = all.steps;
+  a.jitter = all.jitter;
+  a.breakdown = all.breakdown;
+  a.verdict = all.verdict;
   return a;
 }
 
@@ -176,6 +181,30 @@ TEST(Analyses, TransientSlowdownNamesItsSteps) {
       EXPECT_LT(s.worst_divergence_ns, a.jitter.divergence_threshold_ns) << s.step;
     }
   }
+}
+
+TEST(Analyses, SlowGpuFromKernelStatisticsAlone) {
+  // Only the per-window kernel statistics (no per-kernel records, as in windows that
+  // LAGGARD_PROFILING_INTERVAL did not sample): the NVRx GPU score still names rank and section.
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::slow_gpu, 5, 1.4, 0, "backward"});
+  RunModel m = synth::make_run(spec);
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) {
+      w.gpu.clear();
+      w.gpu_sampled = false;
+    }
+  ScoreReport sc = compute_scores(m, {});
+  GpuScoreReport gpu = compute_gpu_scores(m, sc);
+  Analyses a = run_analyses(m, sc, {}, nullptr, gpu);
+  EXPECT_FALSE(a.jitter.available);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 5);
+  EXPECT_EQ(f.cause, Cause::gpu_compute);
+  EXPECT_EQ(f.section, "backward");
+  EXPECT_NEAR(f.evidence.at("gpu_relative_score"), 1 / 1.4, 0.03);
+  EXPECT_GT(f.impact_ns, 100'000);  // ~0.17 ms of extra backward kernel time per step
 }
 
 TEST(Analyses, OneNoisyStepIsNotAFinding) {
