@@ -160,7 +160,10 @@ TEST_F(StartEndTest, ConcurrentStartEndFromManyThreads) {
       }
     });
   for (auto& th : threads) th.join();
-  EXPECT_EQ(ended.load(), 40000);
+  // A thread preempted between its start and end can have its slot taken by 1024 newer starts
+  // of the others: that range is evicted (counted), never mismatched.
+  EXPECT_EQ(ended.load() + t.evicted(), 40000u);
+  EXPECT_LE(t.evicted(), 400u);
   EXPECT_EQ(t.open_count(), 0u);
 }
 
