@@ -3,13 +3,14 @@
 namespace laggard::report {
 
 Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
-                      const StepSet* steps_override, GpuScoreReport gpu) {
+                      const StepSet* steps_override, GpuScoreReport gpu, CommReport comm) {
   Analyses a;
   a.gpu = std::move(gpu);
+  a.comm = std::move(comm);
   a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
   a.jitter = analyze_jitter(model, a.steps, opt.jitter);
   a.breakdown = analyze_breakdown(model, a.steps, opt.breakdown);
-  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu);
+  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm);
   return a;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "breakdown.h"
+#include "comm_analysis.h"
 #include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
@@ -22,14 +23,15 @@ struct AnalysisOptions {
 
 struct Analyses {
   GpuScoreReport gpu;  // NVRx GPU scores (computed with the section scores, shown with these)
+  CommReport comm;     // who everyone waited for, from the NCCL plugin's records
   StepSet steps;
   JitterReport jitter;
   BreakdownReport breakdown;
   Verdict verdict;
 };
 
-// gpu: the NVRx GPU scores already computed with `scores` (they add GPU stragglers to it).
+// gpu, comm: computed with `scores` beforehand (they add GPU and comm stragglers to it).
 Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
-                      const StepSet* steps_override = nullptr, GpuScoreReport gpu = {});
+                      const StepSet* steps_override = nullptr, GpuScoreReport gpu = {}, CommReport comm = {});
 
 }  // namespace laggard::report

@@ -35,7 +35,8 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
   report::CommReport comm = report::analyze_collectives(model, scores);
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
-  report::Analyses analyses = report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu));
+  report::Analyses analyses =
+      report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
 
   std::ofstream file;
   std::ostream* dest = &out;
@@ -50,11 +51,11 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   if (o.format == "json") {
     nlohmann::json j = report::render_json(model, scores);
     j.update(report::render_analyses_json(model, analyses));
-    j["comm"] = report::render_comm_json(model, comm);
+    j["comm"] = report::render_comm_json(model, analyses.comm);
     *dest << j.dump(2) << '\n';
   } else {
     report::render_text(model, scores, *dest, &analyses, o.top);
-    report::render_comm_text(model, comm, *dest);
+    report::render_comm_text(model, analyses.comm, *dest);
   }
   dest->flush();
   if (model.ranks.empty()) return 2;

@@ -164,7 +164,8 @@ double robust_z(double x, const std::vector<double>& xs) {
 }
 
 Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores, const JitterReport& j,
-               const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu) {
+               const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu,
+               const CommReport* comm) {
   Verdict v;
   const size_t nranks = model.ranks.size();
   std::vector<double> step_times;
@@ -412,6 +413,54 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
                                   "windows (NVRx individual score {:.2f}); {}",
                                   s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
                                   s.score, cause_text);
+    v.findings.push_back(f);
+    has_finding[r] = true;
+  }
+
+  // NCCL: ranks that arrive last at a communicator's collectives persistently. Joined to the
+  // rank's finding when there is one (it usually says why), else a finding of its own.
+  for (const Straggler& s : scores.stragglers) {
+    if (s.scope != "comm" || !comm) continue;
+    size_t r = 0;
+    while (r < nranks && model.ranks[r].rank != s.rank) ++r;
+    if (r == nranks || r >= comm->ranks.size()) continue;
+    const CommRankStats& cr = comm->ranks[r];
+    const double share = 1 - s.score;
+    const double per_step = cr.blame_ns / std::max(1, steps.count());
+    std::string clause = fmt::format("it arrives last at {:.0f} % of the collectives of {} and the other ranks "
+                                     "waited {:.3f} ms for it in all ({:.3f} ms per step)",
+                                     100 * share, s.section.rfind("comm ", 0) == 0 ? s.section.substr(5) : s.section,
+                                     ms(cr.blame_ns), ms(per_step));
+    if (has_finding[r]) {
+      for (Finding& f : v.findings)
+        if (f.rank == s.rank) {
+          if (!f.evidence.count("comm_last_share")) f.summary += "; NCCL: " + clause;
+          f.evidence["comm_last_share"] = share;
+          f.evidence["comm_blame_ms"] = ms(cr.blame_ns);
+        }
+      continue;
+    }
+    Finding f;
+    f.rank = s.rank;
+    f.host = s.host;
+    f.kind = "persistent";
+    f.impact_ns = per_step;
+    f.evidence["comm_last_share"] = share;
+    f.evidence["comm_blame_ms"] = ms(cr.blame_ns);
+    f.evidence["comm_waited_ms"] = ms(cr.waited_ns);
+    f.evidence["comm_collectives"] = double(cr.collectives);
+    std::string why = "no GPU records to tell whether its GPU or its host is late";
+    if (j.available && !j.matrix.empty()) {
+      std::vector<int> rows;
+      for (int k = 0; k < static_cast<int>(j.matrix.size()); ++k) rows.push_back(k);
+      Decomposition d = decompose(j, r, rows, true, opt.cause_share);
+      f.cause = d.cause;
+      f.cause_share = d.share;
+      f.section = d.section;
+      fill_evidence(f, d, j.ranks[r]);
+      why = explain(d, j.ranks[r], j, b, r);
+    }
+    f.summary = fmt::format("rank {} (host {}): {}; {}", f.rank, f.host, clause, why);
     v.findings.push_back(f);
     has_finding[r] = true;
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "breakdown.h"
+#include "comm_analysis.h"
 #include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
@@ -61,9 +62,10 @@ struct Verdict {
 };
 
 // gpu (optional): NVRx GPU scores, to size the impact of GPU-score findings.
+// comm (optional): the NCCL analysis, whose persistently-last ranks (comm stragglers) are named.
 Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores,
                const JitterReport& jitter, const BreakdownReport& breakdown, const VerdictOptions& options = {},
-               const GpuScoreReport* gpu = nullptr);
+               const GpuScoreReport* gpu = nullptr, const CommReport* comm = nullptr);
 
 // Robust z of x against the median and MAD of xs (0 when it cannot be told apart).
 double robust_z(double x, const std::vector<double>& xs);

@@ -4,6 +4,7 @@
 
 #include "analyses.h"
 #include "breakdown.h"
+#include "comm_analysis.h"
 #include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
@@ -32,7 +33,9 @@ Analysis analyze(const Spec& spec) {
   a.model = synth::make_run(spec);
   a.scores = compute_scores(a.model, {});
   GpuScoreReport gpu = compute_gpu_scores(a.model, a.scores);
-  Analyses all = run_analyses(a.model, a.scores, {}, nullptr, gpu);
+  CommReport comm = analyze_collectives(a.model, a.scores);
+  a.scores.stragglers.insert(a.scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
+  Analyses all = run_analyses(a.model, a.scores, {}, nullptr, gpu, comm);
   a.steps = all.steps;
   a.jitter = all.jitter;
   a.breakdown = all.breakdown;
@@ -146,6 +149,35 @@ TEST(Analyses, LateCollectiveLaunchedLateIsHost) {
   EXPECT_GT(a.jitter.ranks[6].last_arrival_share, 0.9);
   EXPECT_GT(a.jitter.ranks[6].median_arrival_excess_ns, 500'000);
   EXPECT_LT(std::abs(a.jitter.ranks[6].duration_excess_ns), 10'000);
+  // The NCCL plugin's view joins the same finding.
+  EXPECT_DOUBLE_EQ(f.evidence.at("comm_last_share"), 1.0);
+  EXPECT_NE(f.summary.find("NCCL: it arrives last"), std::string::npos) << f.summary;
+}
+
+TEST(Analyses, LateRankFromNcclRecordsAlone) {
+  // No CUPTI records: the plugin's collectives still name the culprit, and say the cause is
+  // unknown rather than guess.
+  Spec spec;
+  spec.steps = 30;
+  spec.faults.push_back({Fault::Kind::late_collective, 6, 1, 1'500'000, ""});
+  RunModel m = synth::make_run(spec);
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows) {
+      w.gpu.clear();
+      w.kernel_stats.clear();
+      w.gpu_sampled = false;
+    }
+  ScoreReport sc = compute_scores(m, {});
+  CommReport comm = analyze_collectives(m, sc);
+  sc.stragglers.insert(sc.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
+  Analyses a = run_analyses(m, sc, {}, nullptr, {}, comm);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 6);
+  EXPECT_EQ(f.cause, Cause::unknown);
+  EXPECT_DOUBLE_EQ(f.evidence.at("comm_last_share"), 1.0);
+  EXPECT_GT(f.impact_ns, 0);
+  EXPECT_NE(f.summary.find("no GPU records"), std::string::npos) << f.summary;
 }
 
 TEST(Analyses, LateCollectiveLaunchedInTimeIsCommunication) {
