@@ -15,7 +15,11 @@ double median(std::vector<double> v) {
   return (lo + hi) / 2;
 }
 
-double weighted_median(std::vector<std::pair<double, double>> v) {
+namespace {
+
+// lower: the value where the cumulative weight reaches half; else the midpoint when it lands
+// exactly between two values (the usual median).
+double weighted_median_impl(std::vector<std::pair<double, double>> v, bool lower) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   double total = 0;
@@ -25,25 +29,18 @@ double weighted_median(std::vector<std::pair<double, double>> v) {
   double cum = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     cum += v[i].second;
+    if (lower ? cum >= half - eps : cum > half + eps) return v[i].first;
     if (std::fabs(cum - half) <= eps && i + 1 < v.size()) return (v[i].first + v[i + 1].first) / 2;
-    if (cum > half) return v[i].first;
   }
   return v.back().first;
 }
 
+}  // namespace
+
+double weighted_median(std::vector<std::pair<double, double>> v) { return weighted_median_impl(std::move(v), false); }
+
 double lower_weighted_median(std::vector<std::pair<double, double>> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double total = 0;
-  for (const auto& p : v) total += p.second;
-  const double half = total / 2;
-  const double eps = 1e-9 * total;
-  double cum = 0;
-  for (const auto& [value, weight] : v) {
-    cum += weight;
-    if (cum >= half - eps) return value;
-  }
-  return v.back().first;
+  return weighted_median_impl(std::move(v), true);
 }
 
 }  // namespace laggard::report

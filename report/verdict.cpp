@@ -140,6 +140,22 @@ void fill_evidence(Finding& f, const Decomposition& d, const RankJitter& rj) {
   f.evidence["near_zero_launch_delay_share"] = rj.near_zero_launch_delay_share;
 }
 
+size_t rank_index(const RunModel& m, int rank) {
+  size_t r = 0;
+  while (r < m.ranks.size() && m.ranks[r].rank != rank) ++r;
+  return r;
+}
+
+// Longest run of consecutive report windows in a sorted list of window indices.
+int longest_run(const std::vector<int>& windows) {
+  int run = 0, best = 0;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    run = (i > 0 && windows[i] == windows[i - 1] + 1) ? run + 1 : 1;
+    best = std::max(best, run);
+  }
+  return best;
+}
+
 }  // namespace
 
 const char* cause_name(Cause c) {
@@ -303,22 +319,14 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   // records): kernels slower than on the fastest rank.
   for (const Straggler& s : scores.stragglers) {
     if (s.scope != "gpu") continue;
-    size_t r = 0;
-    while (r < nranks && model.ranks[r].rank != s.rank) ++r;
+    const size_t r = rank_index(model, s.rank);
     if (r == nranks) continue;
     if (has_finding[r]) {
       for (Finding& f : v.findings)
         if (f.rank == s.rank) f.evidence["gpu_" + s.metric + "_score" + (s.section.empty() ? "" : "_" + s.section)] = s.score;
       continue;
     }
-    if (s.metric == "individual") {
-      int run = 0, best_run = 0;
-      for (size_t i = 0; i < s.windows.size(); ++i) {
-        run = (i > 0 && s.windows[i] == s.windows[i - 1] + 1) ? run + 1 : 1;
-        best_run = std::max(best_run, run);
-      }
-      if (best_run < opt.min_consecutive_windows) continue;
-    }
+    if (s.metric == "individual" && longest_run(s.windows) < opt.min_consecutive_windows) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
@@ -352,23 +360,15 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   // NVTX section scores (CPU time), for ranks the GPU analysis did not already explain.
   for (const Straggler& s : scores.stragglers) {
     if (s.scope != "section") continue;
-    size_t r = 0;
-    while (r < nranks && model.ranks[r].rank != s.rank) ++r;
+    const size_t r = rank_index(model, s.rank);
     if (r == nranks) continue;
     if (has_finding[r]) {
       for (Finding& f : v.findings)
         if (f.rank == s.rank) f.evidence["nvtx_" + s.metric + "_score_" + s.section] = s.score;
       continue;
     }
-    if (s.metric == "individual") {
-      // Hysteresis: the rank must stay below its own best for consecutive windows.
-      int run = 0, best_run = 0;
-      for (size_t i = 0; i < s.windows.size(); ++i) {
-        run = (i > 0 && s.windows[i] == s.windows[i - 1] + 1) ? run + 1 : 1;
-        best_run = std::max(best_run, run);
-      }
-      if (best_run < opt.min_consecutive_windows) continue;
-    }
+    // Hysteresis: the rank must stay below its own best for consecutive windows.
+    if (s.metric == "individual" && longest_run(s.windows) < opt.min_consecutive_windows) continue;
     const RankScores& rs = scores.ranks[r];
     auto it = rs.sections.find(s.section);
     if (it == rs.sections.end()) continue;
@@ -421,8 +421,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   // rank's finding when there is one (it usually says why), else a finding of its own.
   for (const Straggler& s : scores.stragglers) {
     if (s.scope != "comm" || !comm) continue;
-    size_t r = 0;
-    while (r < nranks && model.ranks[r].rank != s.rank) ++r;
+    const size_t r = rank_index(model, s.rank);
     if (r == nranks || r >= comm->ranks.size()) continue;
     const CommRankStats& cr = comm->ranks[r];
     const double share = 1 - s.score;
