@@ -118,7 +118,7 @@ void breakdown_text(const Analyses& a, size_t top, std::ostream& out) {
 
 void render_verdict_text(const Analyses& a, std::ostream& out) {
   const Verdict& v = a.verdict;
-  out << "\nVerdict: " << (v.findings.empty() ? "no rank stands out\n" : "\n");
+  out << (v.findings.empty() ? "\nVerdict: no rank stands out\n" : "\nVerdict:\n");
   int i = 1;
   for (const Finding& f : v.findings)
     out << fmt::format("  {}. [{}] {}\n", i++, cause_name(f.cause), f.summary);

@@ -425,11 +425,12 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
     if (r == nranks || r >= comm->ranks.size()) continue;
     const CommRankStats& cr = comm->ranks[r];
     const double share = 1 - s.score;
-    const double per_step = cr.blame_ns / std::max(1, steps.count());
+    // Per collective, not per step: steps found from collectives alone can be rough.
+    const double per_op = cr.collectives ? cr.blame_ns / double(cr.collectives) : 0;
     std::string clause = fmt::format("it arrives last at {:.0f} % of the collectives of {} and the other ranks "
-                                     "waited {:.3f} ms for it in all ({:.3f} ms per step)",
+                                     "waited {:.3f} ms for it in all ({:.3f} ms per collective)",
                                      100 * share, s.section.rfind("comm ", 0) == 0 ? s.section.substr(5) : s.section,
-                                     ms(cr.blame_ns), ms(per_step));
+                                     ms(cr.blame_ns), ms(per_op));
     if (has_finding[r]) {
       for (Finding& f : v.findings)
         if (f.rank == s.rank) {
@@ -443,7 +444,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
     f.rank = s.rank;
     f.host = s.host;
     f.kind = "persistent";
-    f.impact_ns = per_step;
+    f.impact_ns = per_op;
     f.evidence["comm_last_share"] = share;
     f.evidence["comm_blame_ms"] = ms(cr.blame_ns);
     f.evidence["comm_waited_ms"] = ms(cr.waited_ns);
