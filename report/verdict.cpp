@@ -140,6 +140,21 @@ void fill_evidence(Finding& f, const Decomposition& d, const RankJitter& rj) {
   f.evidence["near_zero_launch_delay_share"] = rj.near_zero_launch_delay_share;
 }
 
+// The fields every finding from the per-step decomposition shares.
+Finding finding_of(const Decomposition& d, const RankJitter& rj, const char* kind) {
+  Finding f;
+  f.rank = rj.rank;
+  f.host = rj.host;
+  f.device = rj.device;
+  f.cause = d.cause;
+  f.kind = kind;
+  f.section = d.section;
+  f.impact_ns = d.excess;
+  f.cause_share = d.share;
+  fill_evidence(f, d, rj);
+  return f;
+}
+
 size_t rank_index(const RunModel& m, int rank) {
   size_t r = 0;
   while (r < m.ranks.size() && m.ranks[r].rank != rank) ++r;
@@ -248,15 +263,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
       if (z <= opt.robust_z || per_rank[r] < floor_ns) continue;
       Decomposition d = decompose(j, r, all_rows, use_arrival, opt.cause_share);
       const RankJitter& rj = j.ranks[r];
-      Finding f;
-      f.rank = rj.rank;
-      f.host = rj.host;
-      f.device = rj.device;
-      f.cause = d.cause;
-      f.kind = "persistent";
-      f.section = d.section;
-      f.impact_ns = d.excess;
-      f.cause_share = d.share;
+      Finding f = finding_of(d, rj, "persistent");
       std::string lead = use_arrival
                              ? fmt::format("arrives {:.3f} ms after the median rank at the step's collective (last at "
                                            "{:.0f} % of steps)",
@@ -265,7 +272,6 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
       f.summary = fmt::format("rank {} (host {}, GPU {}) {}, {:.0f} % of the median step time; {}", f.rank,
                               f.host, f.device, lead, step_ns > 0 ? 100 * d.excess / step_ns : 0.0,
                               explain(d, rj, j, b, r));
-      fill_evidence(f, d, rj);
       f.evidence["robust_z"] = std::min(z, kHuge);
       v.findings.push_back(f);
       has_finding[r] = true;
@@ -291,21 +297,12 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
           for (int q = k; q <= end; ++q) rows.push_back(q);
           Decomposition d = decompose(j, r, rows, use_arrival, opt.cause_share);
           const RankJitter& rj = j.ranks[r];
-          Finding f;
-          f.rank = rj.rank;
-          f.host = rj.host;
-          f.device = rj.device;
-          f.cause = d.cause;
-          f.kind = "transient";
-          f.section = d.section;
+          Finding f = finding_of(d, rj, "transient");
           f.first_step = j.steps[k].step;
           f.last_step = j.steps[end].step;
-          f.impact_ns = d.excess;
-          f.cause_share = d.share;
           f.summary = fmt::format("rank {} (host {}, GPU {}) is {:.3f} ms late in steps {}-{} only ({} of {} steps); {}",
                                   f.rank, f.host, f.device, ms(d.excess), f.first_step, f.last_step, end - k + 1,
                                   nsteps, explain(d, rj, j, b, r));
-          fill_evidence(f, d, rj);
           f.evidence["steps"] = end - k + 1;
           v.findings.push_back(f);
           has_finding[r] = true;
