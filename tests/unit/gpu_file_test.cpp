@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir.h"
 #include "reader.h"
 #include "writer.h"
 
@@ -15,14 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/laggard-gpu-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using laggard::testing::TempDir;
 
 laggard::FileInfo info() {
   laggard::FileInfo fi;

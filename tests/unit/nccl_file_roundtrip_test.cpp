@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir.h"
 #include "reader.h"
 #include "writer.h"
 
@@ -13,14 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/laggard-nccl-rt-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using laggard::testing::TempDir;
 
 laggard::FileInfo info(int rank) {
   laggard::FileInfo fi;
