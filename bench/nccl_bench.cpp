@@ -10,7 +10,7 @@
 //
 //   laggard-bench-nccl [google-benchmark flags]
 //   laggard-bench-nccl --memory N   N collectives (8 channels) through the table; print peak RSS
-#include <benchmark/benchmark.h>
+#include "bench_main.h"
 #include <dlfcn.h>
 #include <strings.h>
 
@@ -182,30 +182,16 @@ void BM_CoreWithHarvest(benchmark::State& state) {
 }
 BENCHMARK(BM_CoreWithHarvest)->Arg(1)->Arg(2)->Arg(8)->Arg(16)->Arg(32);
 
-long peak_rss_kb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
-
 int memory_mode(long n) {
   const Plugin& p = plugin();
   for (long i = 0; i < n; ++i) {
     if (p.table) collective(p, static_cast<uint64_t>(i), 8);
     if (i % 4096 == 4095) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::printf("collectives=%ld plugin=%s peak_rss_kb=%ld\n", n, p.table ? "laggard" : "none", peak_rss_kb());
+  std::printf("collectives=%ld plugin=%s peak_rss_kb=%ld\n", n, p.table ? "laggard" : "none", laggard::bench::peak_rss_kb());
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--memory") == 0) return memory_mode(std::atol(argv[2]));
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return laggard::bench::main(argc, argv, memory_mode); }

@@ -4,7 +4,7 @@
 //
 //   laggard-bench-nvtx [google-benchmark flags]
 //   laggard-bench-nvtx --memory N   push/pop N ranges with 1000 distinct names; print peak RSS
-#include <benchmark/benchmark.h>
+#include "bench_main.h"
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
@@ -66,14 +66,6 @@ void BM_StartEnd(benchmark::State& state) {
 }
 BENCHMARK(BM_StartEnd)->ThreadRange(1, 2)->UseRealTime();
 
-long peak_rss_kb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
-
 int memory_mode(long n) {
   std::vector<std::string> names;
   for (int i = 0; i < 1000; ++i) names.push_back("section_" + std::to_string(i));
@@ -83,16 +75,10 @@ int memory_mode(long n) {
     nvtxRangePop();
     nvtxRangePop();
   }
-  std::printf("ranges=%ld peak_rss_kb=%ld\n", 2 * n, peak_rss_kb());
+  std::printf("ranges=%ld peak_rss_kb=%ld\n", 2 * n, laggard::bench::peak_rss_kb());
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--memory") == 0) return memory_mode(std::atol(argv[2]));
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return laggard::bench::main(argc, argv, memory_mode); }
