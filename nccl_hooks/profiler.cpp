@@ -107,7 +107,12 @@ Profiler::Slot* Profiler::slot_of(void* handle, uint32_t tag, uint32_t* channel)
   return &s;
 }
 
-Profiler::Slot* Profiler::begin_op(CommSlot* comm) {
+Profiler::Slot* Profiler::begin_op(void* context) {
+  CommSlot* comm = comm_of(context);
+  if (!comm) {
+    bump(counters_.no_context);
+    return nullptr;
+  }
   uint32_t index;
   if (!free_.pop(&index)) {
     bump(counters_.pool_full);
@@ -132,12 +137,7 @@ void* Profiler::publish(Slot& s) {
 }
 
 void* Profiler::start_coll(void* context, const CollInfo& info) {
-  CommSlot* comm = comm_of(context);
-  if (!comm) {
-    bump(counters_.no_context);
-    return nullptr;
-  }
-  Slot* s = begin_op(comm);
+  Slot* s = begin_op(context);
   if (!s) return nullptr;
   s->p2p = false;
   s->seq = info.seq;
@@ -152,12 +152,7 @@ void* Profiler::start_coll(void* context, const CollInfo& info) {
 }
 
 void* Profiler::start_p2p(void* context, const P2pInfo& info) {
-  CommSlot* comm = comm_of(context);
-  if (!comm) {
-    bump(counters_.no_context);
-    return nullptr;
-  }
-  Slot* s = begin_op(comm);
+  Slot* s = begin_op(context);
   if (!s) return nullptr;
   s->p2p = true;
   s->seq = 0;

@@ -126,7 +126,7 @@ class Profiler {
 
   CommSlot* comm_of(void* context) const;
   Slot* slot_of(void* handle, uint32_t tag, uint32_t* channel) const;
-  Slot* begin_op(CommSlot* comm);
+  Slot* begin_op(void* context);  // null (counted) without a context or a free slot
   void* publish(Slot& s);
   void collect(uint32_t index, bool complete, bool final);
   uint8_t element_size(uint16_t datatype);
