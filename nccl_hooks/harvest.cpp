@@ -102,6 +102,12 @@ void Profiler::collect(uint32_t index, bool complete, bool final) {
     else if (!f.gpu_start) ++flush_drops_.no_gpu_time;
     else ++flush_drops_.missing_channels;
   }
+  if (complete) {
+    last_completed_ = f;
+  } else if (!final && !f.p2p) {
+    if (recent_incomplete_.size() >= 16) recent_incomplete_.erase(recent_incomplete_.begin());
+    recent_incomplete_.push_back(f);
+  }
   if (finished_.size() >= opt_.max_ops_per_window) {
     ++flush_drops_.window_full;
     return;

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "plugin_env.h"
 #include "source.h"
+#include "watchdog.h"
 
 namespace laggard::nccl {
 namespace {
@@ -34,7 +35,13 @@ void on_fork_child() {
   g_active_profiler.store(nullptr, std::memory_order_relaxed);
 }
 
+CollectiveProgress describe_for_watchdog() {
+  if (Profiler* p = g_profiler.load(std::memory_order_acquire)) return p->describe();
+  return {};
+}
+
 const bool g_registered = [] {
+  watch::set_collective_provider(describe_for_watchdog);
   SourceHooks hooks{"nccl"};
   hooks.on_window = on_window;
   hooks.on_fork_child = on_fork_child;

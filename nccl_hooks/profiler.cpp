@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "clock.h"
+#include "thread_registry.h"
 
 namespace laggard::nccl {
 namespace {
@@ -133,6 +134,8 @@ void* Profiler::publish(Slot& s) {
   uint32_t gen = s.gen.load(std::memory_order_relaxed) + 1;  // odd: live
   s.gen.store(gen, std::memory_order_release);
   s.state.store(kLive, std::memory_order_release);
+  last_started_.store(static_cast<uint32_t>(&s - slots_.get()), std::memory_order_relaxed);
+  watch::note_collective_event();
   return encode(kTagOp, 0, static_cast<uint32_t>(&s - slots_.get()), gen);
 }
 
@@ -199,12 +202,16 @@ void Profiler::stop(void* handle) {
   if (tag == kTagKernel) {
     if (Slot* k = slot_of(handle, kTagKernel, &channel)) {
       uint64_t bit = uint64_t{1} << channel;
-      if (!(k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel) & bit)) return;
+      if (!(k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel) & bit)) {
+        watch::note_collective_event();
+        return;
+      }
     }
   } else if (Slot* s = slot_of(handle, kTagOp, nullptr)) {
     int64_t expected = 0;
     if (s->host_end.compare_exchange_strong(expected, mono_ns(), std::memory_order_acq_rel)) {
       s->state.fetch_or(kHostStopped, std::memory_order_release);
+      watch::note_collective_event();
       return;
     }
   }

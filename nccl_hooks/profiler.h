@@ -14,8 +14,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "hang_report.h"
 #include "index_queue.h"
 #include "nccl_window.h"
 #include "string_cache.h"
@@ -81,6 +83,10 @@ class Profiler {
   NcclWindow take_window();
 
   uint32_t comm_count() const;
+
+  // Flush thread, for hang reports: operations in flight (and ones given up on while
+  // incomplete), the last started and the last completed collective (watch_describe.cpp).
+  CollectiveProgress describe() const;
 
  private:
   enum : uint32_t { kTagGroup = 1, kTagOp = 2, kTagKernel = 3 };
@@ -155,6 +161,14 @@ class Profiler {
   uint64_t seen_[5] = {};           // Counters at the last take_window
   uint32_t comms_written_ = 0;      // communicators already listed in an earlier window
   std::vector<int16_t> element_sizes_;  // by string id; -1: not looked up yet
+
+  // Hang-report state. last_started_: slot index of the newest published op (any thread).
+  std::atomic<uint32_t> last_started_{UINT32_MAX};
+  // Flush thread: the newest op harvested complete, and recent ones given up on incomplete
+  // (a stuck collective is harvested after stuck_timeout_ns but is still what the rank waits on).
+  std::optional<Finished> last_completed_;
+  std::vector<Finished> recent_incomplete_;
+  CollectiveState state_of(const Finished& f, int64_t now_mono) const;
 };
 
 }  // namespace laggard::nccl

@@ -390,6 +390,9 @@ __attribute__((destructor)) void on_unload() { on_atexit(); }
 
 void register_source(const SourceHooks& hooks) { sources().push_back(hooks); }
 
+const FileInfo* active_file_info() { return g_state.load() == 1 && g_rt ? &g_rt->info : nullptr; }
+std::string active_run_dir() { return g_state.load() == 1 && g_rt ? g_rt->writer->run_dir() : std::string(); }
+
 bool activate_capture() {
   if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
   try {

@@ -15,6 +15,7 @@
 #include "capture.h"
 #include "clock.h"
 #include "range_stack.h"
+#include "thread_registry.h"
 
 namespace laggard {
 
@@ -48,6 +49,7 @@ struct ThreadState {
   bool is_main;
   IdBlock ids;
   RangeStack stack;
+  watch::ThreadSlot* watch = nullptr;  // progress counter and open stack for the hang watchdog
   struct Slot {
     uint64_t hash = 0;
     const void* domain = nullptr;
@@ -61,6 +63,7 @@ struct ThreadGuard {
   bool dead = false;
   ~ThreadGuard() {
     if (state) {
+      watch::release_slot(state->watch);
       state->buf->exited.store(true, std::memory_order_release);
       delete state;
       state = nullptr;
@@ -78,6 +81,7 @@ inline ThreadState* thread_state(Capture* cap) {
   ts->tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   ts->is_main = ts->tid == static_cast<uint32_t>(::getpid());
   ts->buf = cap->recorder->register_thread(ts->tid);
+  ts->watch = watch::claim_slot(ts->tid, &ts->stack);
   g.state = ts;
   return ts;
 }
@@ -140,6 +144,7 @@ const NameEntry* lookup_attr(Capture* cap, ThreadState* ts, const void* domain,
 
 void sync_counters(ThreadState* ts) {
   ThreadBuffer* b = ts->buf;
+  watch::note_progress(ts->watch);
   b->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
   if (ts->is_main) g_main_section.store(ts->stack.innermost_kept(), std::memory_order_relaxed);
   // Rare events: mirror only on change so the common path does not touch these lines.
@@ -190,6 +195,7 @@ nvtxRangeId_t start_impl(Lookup&& find) noexcept {
     ThreadState* ts = thread_state(cap);
     if (!ts) return 0;
     const NameEntry* e = find(cap, ts);
+    watch::note_progress(ts->watch);
     return cap->start_end->start(e, mono_ns(), ts->tid, &ts->ids);
   } catch (...) {
     return 0;
@@ -202,6 +208,7 @@ void end_impl(nvtxRangeId_t id) noexcept {
     if (!cap) return;
     ThreadState* ts = thread_state(cap);
     if (!ts) return;
+    watch::note_progress(ts->watch);
     RangeRecord r;
     bool emit = false;
     if (!cap->start_end->end(id, mono_ns(), &r, &emit))

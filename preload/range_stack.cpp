@@ -9,6 +9,13 @@ uint32_t RangeStack::innermost_kept() const {
   return kNoName;
 }
 
+int RangeStack::snapshot(OpenRange* out, int max) const {
+  int stored = depth_ < kMaxDepth ? depth_ : kMaxDepth;
+  int n = stored < max ? stored : max;
+  for (int i = 0; i < n; ++i) out[i] = OpenRange{open_[i].name, open_[i].start_ns};
+  return n;
+}
+
 int RangeStack::push(const NameEntry* name, const void* domain, int64_t now_ns) {
   int level = depth_;
   if (depth_ < kMaxDepth) {

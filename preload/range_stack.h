@@ -24,6 +24,14 @@ class RangeStack {
   // Innermost open kept section on this thread (kNoName when none): what a launch belongs to.
   uint32_t innermost_kept() const;
 
+  // Copies the stored open ranges, outermost first, into out (at most max); returns how many.
+  // Reads only this object: usable from a signal handler on the owning thread (hang reports).
+  struct OpenRange {
+    const NameEntry* name;
+    int64_t start_ns;  // mono
+  };
+  int snapshot(OpenRange* out, int max) const;
+
   int depth() const { return depth_; }
   uint64_t overflowed() const { return overflowed_; }
   uint64_t unbalanced() const { return unbalanced_; }

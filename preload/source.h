@@ -3,6 +3,8 @@
 // initializer in its own folder; all hooks run inside laggard's catch-all boundaries.
 #pragma once
 
+#include <string>
+
 #include "window.h"
 
 namespace laggard {
@@ -21,6 +23,12 @@ struct SourceHooks {
   // closes: poll for something to attach to, hand device buffers over early. May be null.
   void (*on_tick)() = nullptr;
 };
+
+struct FileInfo;
+// While capture is active: who this process is and its run directory (for sources that write
+// files of their own, such as hang reports). Null / "" otherwise.
+const FileInfo* active_file_info();
+std::string active_run_dir();
 
 // Call from static initialization only (before any thread could activate capture).
 void register_source(const SourceHooks& hooks);

@@ -1,0 +1,179 @@
+#include "watchdog.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "name_table.h"
+#include "thread_registry.h"
+#include "writer.h"
+
+namespace laggard::watch {
+namespace {
+
+std::atomic<CollectiveProvider> g_provider{nullptr};
+
+bool parse_seconds(const char* v, double min, double max, double* out) {
+  if (!v || !*v) return false;
+  char* end = nullptr;
+  errno = 0;
+  double d = std::strtod(v, &end);
+  if (errno || !end || *end || !std::isfinite(d) || d < min || d > max) return false;
+  *out = d;
+  return true;
+}
+
+std::vector<uint32_t> list_threads() {
+  std::vector<uint32_t> tids;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return tids;
+  while (dirent* e = readdir(d)) {
+    long long tid = 0;
+    if (parse_int(e->d_name, 1, 0xffffffffLL, &tid)) tids.push_back(static_cast<uint32_t>(tid));
+  }
+  closedir(d);
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
+
+std::string thread_name(uint32_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%u/comm", tid);
+  std::ifstream in(path);
+  std::string name;
+  std::getline(in, name);
+  return sanitize_utf8(name);
+}
+
+}  // namespace
+
+HangConfig parse_hang_config(const Env& env, std::vector<std::string>* warnings) {
+  HangConfig c;
+  auto bad = [&](const char* var, const char* v, const char* expected, const char* fallback) {
+    warnings->push_back(std::string(var) + "='" + v + "' is not valid (" + expected + "); using " + fallback);
+  };
+  if (const char* v = env("LAGGARD_HANG_S"); v && *v) {
+    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0) c.hang_s = 0;
+    else if (!parse_seconds(v, 0.1, 1e7, &c.hang_s)) bad("LAGGARD_HANG_S", v, "seconds >= 0.1, or 0/off", "off");
+  }
+  if (const char* v = env("LAGGARD_HANG_REPEAT_S"); v && *v)
+    if (!parse_seconds(v, 0.1, 1e7, &c.repeat_s)) bad("LAGGARD_HANG_REPEAT_S", v, "seconds >= 0.1", "300");
+  if (const char* v = env("LAGGARD_HANG_SIGNAL"); v && *v) {
+    long long sig = 0;
+    if (parse_int(v, SIGRTMIN, SIGRTMAX, &sig)) c.signal = static_cast<int>(sig);
+    else bad("LAGGARD_HANG_SIGNAL", v, "a real-time signal number, SIGRTMIN..SIGRTMAX", "the highest free one");
+  }
+  return c;
+}
+
+bool StallClock::due(uint64_t progress, int64_t now) {
+  if (!seen_ || progress != progress_) {
+    seen_ = true;
+    progress_ = progress;
+    last_change_ = now;
+    last_report_ = -1;  // a new stall reports again
+    return false;
+  }
+  if (now - last_change_ < hang_ns_) return false;
+  if (last_report_ >= 0 && now - last_report_ < repeat_ns_) return false;
+  last_report_ = now;
+  return true;
+}
+
+void set_collective_provider(CollectiveProvider provider) { g_provider.store(provider); }
+
+std::string python_note(long pid) {
+  if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized")) return "";
+  // Reading another thread's Python frames needs the GIL, which a hung thread may hold.
+  return "Python stacks are not captured in-process (taking the GIL from a hung process could deadlock); "
+         "run: py-spy dump --native --pid " + std::to_string(pid);
+}
+
+Watchdog::Watchdog(const HangConfig& cfg, RankInfo rank, int64_t start_mono_ns)
+    : cfg_(cfg),
+      rank_(std::move(rank)),
+      clock_(static_cast<int64_t>(cfg.hang_s * 1e9), static_cast<int64_t>(cfg.repeat_s * 1e9), start_mono_ns) {}
+
+void Watchdog::tick(int64_t now) {
+  if (!clock_.due(total_progress(), now)) return;
+  HangReport r = build_report(now);
+  std::string err = write(r);
+  if (!err.empty()) log_warn("hang watchdog: %s", err.c_str());
+  else log_warn("no progress for %.0f s: hang report %s written", (now - clock_.last_progress_mono()) / 1e9,
+                hang_report_name(rank_.rank, rank_.pid, r.index).c_str());
+}
+
+HangReport Watchdog::build_report(int64_t now) {
+  if (!armed_) {
+    sampler_.arm(cfg_.signal, rank_.epoch_offset_ns);
+    armed_ = true;
+  }
+  HangReport r;
+  r.run_id = rank_.run_id;
+  r.rank = rank_.rank;
+  r.local_rank = rank_.local_rank;
+  r.world_size = rank_.world_size;
+  r.host = rank_.host;
+  r.pid = rank_.pid;
+  r.index = written_;
+  r.written_ns = now + rank_.epoch_offset_ns;
+  r.last_progress_ns = clock_.last_progress_mono() + rank_.epoch_offset_ns;
+  r.hang_s = cfg_.hang_s;
+  r.unwinder = sampler_.unwinder();
+  r.python = python_note(rank_.pid);
+  const uint32_t self = static_cast<uint32_t>(::syscall(SYS_gettid));
+  for (uint32_t tid : list_threads()) {
+    ThreadReport t;
+    t.tid = tid;
+    t.name = thread_name(tid);
+    t.main = static_cast<long>(tid) == rank_.pid;
+    if (tid == self) t.status = "watchdog";
+    else sampler_.capture(t, static_cast<int64_t>(cfg_.thread_timeout_s * 1e9));
+    r.threads.push_back(std::move(t));
+  }
+  r.signal = sampler_.signal();
+  if (CollectiveProvider p = g_provider.load()) r.collectives = p();
+  return r;
+}
+
+std::string Watchdog::write(const HangReport& r) {
+  if (std::string err = make_dirs(rank_.run_dir); !err.empty()) return err;
+  std::string path = rank_.run_dir + "/" + hang_report_name(r.rank, r.pid, r.index);
+  std::string tmp = path + ".tmp";
+  std::string text = render_hang_report(r);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot write " + tmp + ": " + std::strerror(errno);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string err = "cannot write " + tmp + ": " + std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return err;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return "cannot rename " + tmp + ": " + std::strerror(errno);
+  ++written_;
+  return "";
+}
+
+}  // namespace laggard::watch
