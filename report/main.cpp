@@ -8,6 +8,7 @@
 
 #include "launcher.h"
 #include "report_command.h"
+#include "stacks.h"
 
 #ifndef LAGGARD_VERSION
 #define LAGGARD_VERSION "dev"
@@ -94,6 +95,14 @@ int main(int argc, char** argv) {
   trace_cmd->add_option("--run", trace.run_id, "run id when the directory holds several");
   trace_cmd->add_option("--ranks", trace_ranks, "only these ranks, e.g. 0,4-7");
 
+  laggard::cli::StacksOptions stacks;
+  bool no_lines = false;
+  auto* stacks_cmd = app.add_subcommand("stacks", "merge the ranks' hang reports and name the rank(s) behind");
+  stacks_cmd->add_option("dir", stacks.dir, "run directory, or an output directory holding runs")->required();
+  stacks_cmd->add_option("--format", stacks.format, "text or json")->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  stacks_cmd->add_flag("--no-lines", no_lines, "skip file:line lookup (addr2line)");
+
   // Split at the first "--" after "run" ourselves: CLI11 would otherwise reorder CMD's words.
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> after_dashes;
@@ -130,6 +139,10 @@ int main(int argc, char** argv) {
       std::cerr << "laggard run: " << e.what() << '\n';
       return 2;
     }
+  }
+  if (*stacks_cmd) {
+    stacks.symbolize = !no_lines;
+    return laggard::cli::stacks_command(stacks, std::cout, std::cerr);
   }
   if (*diff_cmd) return laggard::cli::diff_command(diff, std::cout, std::cerr);
   if (*trace_cmd) {
