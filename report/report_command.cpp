@@ -6,6 +6,7 @@
 #include "render_analyses.h"
 #include "render_comm.h"
 #include "render_trace.h"
+#include "stacks.h"
 
 namespace laggard::cli {
 
@@ -52,10 +53,12 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     nlohmann::json j = report::render_json(model, scores);
     j.update(report::render_analyses_json(model, analyses));
     j["comm"] = report::render_comm_json(model, analyses.comm);
+    j["hang_reports"] = report::mention_hangs_json(model.dir);
     *dest << j.dump(2) << '\n';
   } else {
     report::render_text(model, scores, *dest, &analyses, o.top);
     report::render_comm_text(model, analyses.comm, *dest);
+    report::mention_hangs_text(model.dir, *dest);
   }
   dest->flush();
   if (model.ranks.empty()) return 2;

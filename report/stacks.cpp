@@ -451,3 +451,26 @@ json render_stacks_json(const HangSet& set, const HangAnalysis& a) {
 }
 
 }  // namespace laggard::report
+
+namespace laggard::report {
+
+void mention_hangs_text(const std::string& run_dir, std::ostream& out) {
+  HangSet set = read_hang_reports(run_dir);
+  if (set.ranks.empty()) return;
+  HangAnalysis a = analyze_hangs(set);
+  out << fmt::format("\nHang reports: {} rank(s) stopped making progress for LAGGARD_HANG_S={} s: {}\n",
+                     set.ranks.size(), set.ranks.front().hang_s, a.summary);
+  out << "  stacks of every thread: laggard stacks " << run_dir << '\n';
+}
+
+json mention_hangs_json(const std::string& run_dir) {
+  HangSet set = read_hang_reports(run_dir);
+  if (set.ranks.empty()) return nullptr;
+  HangAnalysis a = analyze_hangs(set);
+  std::vector<int> ranks;
+  for (const RankHang& r : set.ranks) ranks.push_back(r.rank);
+  return {{"count", set.ranks.size()}, {"ranks", ranks}, {"behind", a.behind}, {"summary", a.summary},
+          {"see", "laggard stacks " + run_dir}};
+}
+
+}  // namespace laggard::report

@@ -103,3 +103,10 @@ struct StacksOptions {
 int stacks_command(const StacksOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace laggard::cli
+
+namespace laggard::report {
+// For `laggard report`: a short mention of the hang reports in run_dir, if any (nothing when none).
+void mention_hangs_text(const std::string& run_dir, std::ostream& out);
+// null when none; else {"count", "behind", "summary", "see"}.
+nlohmann::json mention_hangs_json(const std::string& run_dir);
+}  // namespace laggard::report

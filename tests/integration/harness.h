@@ -29,7 +29,8 @@ inline ProcessOptions clean_env() {
                         "PMI_RANK", "PMIX_RANK", "TORCHELASTIC_RUN_ID", "LD_PRELOAD", "NVTX_INJECTION64_PATH",
                         "LAGGARD_ENABLE", "LAGGARD_OUT", "LAGGARD_SECTIONS", "LAGGARD_FLUSH_S", "LAGGARD_LOG",
                         "LAGGARD_RANK", "LAGGARD_RUN_ID", "LAGGARD_LIB", "LAGGARD_CUPTI", "LAGGARD_CUPTI_PATH",
-                        "LAGGARD_PROFILING_INTERVAL", "CUDA_INJECTION64_PATH", "LAGGARD_NCCL", "NCCL_PROFILER_PLUGIN"})
+                        "LAGGARD_PROFILING_INTERVAL", "CUDA_INJECTION64_PATH", "LAGGARD_NCCL", "NCCL_PROFILER_PLUGIN",
+                        "LAGGARD_HANG_S", "LAGGARD_HANG_REPEAT_S", "LAGGARD_HANG_SIGNAL"})
     o.env[v] = std::nullopt;
   return o;
 }
