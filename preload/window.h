@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_health_window.h"
 #include "gpu_window.h"
 #include "nccl_window.h"
 #include "records.h"
@@ -35,6 +36,7 @@ struct WindowSnapshot {
   GpuWindow gpu;         // CUPTI kernels, filled by the cupti source (gpu.present false: none)
   GpuStatus gpu_status;  // for the file header
   NcclWindow nccl;       // NCCL operations (nccl_hooks/), when NCCL loaded the plugin
+  GpuHealthWindow gpu_health;  // NVML samples (nvml/), when NVML could be loaded
 };
 
 }  // namespace laggard

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "gpu_json.h"
+#include "gpu_health_json.h"
 #include "json_out.h"
 #include "nccl_json.h"
 
@@ -101,6 +102,7 @@ std::string render_window(const WindowSnapshot& w) {
     render_gpu_window(j, w.gpu, w.start_ns);
   }
   if (w.nccl.active) render_nccl(j, w.nccl, w.start_ns);
+  if (w.gpu_health.present) render_gpu_health(j, w.gpu_health);
   j.end_object();
   return s;
 }

@@ -100,6 +100,22 @@ struct Collective {
   int comm_nnodes = 0;                         // hosts NCCL counted in the communicator
 };
 
+// One GPU's health over one window (docs/schema.md, "Version 4: GPU health").
+struct HealthRange {
+  bool present = false;
+  double min = 0, median = 0, max = 0;
+};
+struct GpuHealthSample {
+  int device = -1;
+  std::string uuid;
+  int samples = 0;
+  HealthRange sm_clock_mhz, mem_clock_mhz, temperature_c, power_w;
+  uint64_t clocks_event_reasons = 0;
+  int slowdown_samples = 0;
+  int64_t ecc_uncorrected = -1;  // -1: unknown
+  int64_t ecc_uncorrected_new = 0;
+};
+
 struct CaptureWindow {
   uint64_t index = 0;
   int64_t start_ns = 0, end_ns = 0;
@@ -112,6 +128,8 @@ struct CaptureWindow {
   bool gpu_sampled = false;
   // NCCL (profiler plugin).
   std::vector<Collective> collectives;
+  // GPU health (NVML), schema version 4; empty when not sampled.
+  std::vector<GpuHealthSample> gpu_health;
 };
 
 struct RankData {

@@ -14,6 +14,7 @@
 
 #include "reader_gpu.h"
 #include "reader_nccl.h"
+#include "health_analysis.h"
 #include "signals.h"
 
 namespace laggard::report {
@@ -149,6 +150,7 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
     for (const json& sec : w.at("sections")) cw.sections.push_back(read_section(sec, cw.start_ns));
     if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
+    if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
     s.windows.push_back(std::move(cw));
   }
   return s;

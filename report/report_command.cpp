@@ -6,6 +6,7 @@
 #include "render_analyses.h"
 #include "render_comm.h"
 #include "render_trace.h"
+#include "health_analysis.h"
 #include "stacks.h"
 
 namespace laggard::cli {
@@ -38,6 +39,8 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
   report::Analyses analyses =
       report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
+  report::HealthReport health = report::analyze_gpu_health(model);
+  report::link_gpu_health(analyses.verdict, health);
 
   std::ofstream file;
   std::ostream* dest = &out;
@@ -54,10 +57,12 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     j.update(report::render_analyses_json(model, analyses));
     j["comm"] = report::render_comm_json(model, analyses.comm);
     j["hang_reports"] = report::mention_hangs_json(model.dir);
+    j["gpu_health"] = report::render_health_json(health);
     *dest << j.dump(2) << '\n';
   } else {
     report::render_text(model, scores, *dest, &analyses, o.top);
     report::render_comm_text(model, analyses.comm, *dest);
+    report::render_health_text(health, *dest);
     report::mention_hangs_text(model.dir, *dest);
   }
   dest->flush();

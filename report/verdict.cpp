@@ -180,6 +180,7 @@ const char* cause_name(Cause c) {
     case Cause::communication: return "communication";
     case Cause::memory: return "memory_copies";
     case Cause::unknown: return "unknown";
+    case Cause::gpu_health: return "gpu_health";
   }
   return "unknown";
 }

@@ -24,8 +24,10 @@
 
 namespace laggard::report {
 
-enum class Cause { gpu_compute, host, communication, memory, unknown };
-const char* cause_name(Cause c);  // "gpu_compute", "host", "communication", "memory_copies", "unknown"
+enum class Cause { gpu_compute, host, communication, memory, unknown, gpu_health };
+// "gpu_compute", "host", "communication", "memory_copies", "unknown", "gpu_health" (a slow GPU whose
+// NVML telemetry shows low clocks, throttling or errors; set by link_gpu_health, health_analysis.h)
+const char* cause_name(Cause c);
 
 struct Finding {
   int rank = -1;

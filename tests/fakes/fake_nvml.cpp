@@ -1,0 +1,76 @@
+// A fake libnvidia-ml.so.1 for GPU-health tests without a GPU: the NVML entry points laggard
+// uses (nvml/nvml_api.h), with the signatures of NVIDIA's nvml.h. Environment:
+//   FAKE_NVML_GPUS      devices (default 4)
+//   FAKE_NVML_SLOW_GPU  index of a device that runs hot and throttled: SM clock 1005 MHz instead of
+//                       1980, temperature 91 C, HW thermal slowdown, one new uncorrected ECC error
+//                       per sample
+//   FAKE_NVML_FAIL_INIT nvmlInit_v2 fails
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+struct FakeDevice {
+  int index;
+  unsigned long long ecc;
+};
+FakeDevice g_devices[64];
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+int count() { return env_int("FAKE_NVML_GPUS", 4); }
+bool slow(const FakeDevice* d) { return d->index == env_int("FAKE_NVML_SLOW_GPU", -1); }
+FakeDevice* dev(void* h) { return static_cast<FakeDevice*>(h); }
+}  // namespace
+
+extern "C" {
+
+int nvmlInit_v2() {
+  for (int i = 0; i < 64; ++i) g_devices[i] = {i, 0};
+  return std::getenv("FAKE_NVML_FAIL_INIT") ? 999 /* NVML_ERROR_UNKNOWN */ : 0;
+}
+int nvmlShutdown() { return 0; }
+int nvmlDeviceGetCount_v2(unsigned* n) {
+  *n = static_cast<unsigned>(count());
+  return 0;
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** h) {
+  if (static_cast<int>(i) >= count()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+  *h = &g_devices[i];
+  return 0;
+}
+int nvmlDeviceGetUUID(void* h, char* buf, unsigned len) {
+  std::snprintf(buf, len, "GPU-fake-%d", dev(h)->index);
+  return 0;
+}
+int nvmlDeviceGetHandleByUUID(const char* uuid, void** h) {
+  int i = -1;
+  if (std::sscanf(uuid, "GPU-fake-%d", &i) != 1 || i < 0 || i >= count()) return 6;  // NVML_ERROR_NOT_FOUND
+  *h = &g_devices[i];
+  return 0;
+}
+int nvmlDeviceGetClockInfo(void* h, int type, unsigned* mhz) {
+  *mhz = type == 1 ? (slow(dev(h)) ? 1005 : 1980) : 2619;
+  return 0;
+}
+int nvmlDeviceGetTemperature(void* h, int, unsigned* c) {
+  *c = slow(dev(h)) ? 91 : 64;
+  return 0;
+}
+int nvmlDeviceGetPowerUsage(void* h, unsigned* mw) {
+  *mw = slow(dev(h)) ? 400000 : 550000;
+  return 0;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(void* h, unsigned long long* r) {
+  *r = slow(dev(h)) ? 0x40 /* HwThermalSlowdown */ : 0;
+  return 0;
+}
+int nvmlDeviceGetTotalEccErrors(void* h, int, int, unsigned long long* n) {
+  if (slow(dev(h))) ++dev(h)->ecc;
+  *n = dev(h)->ecc;
+  return 0;
+}
+
+}  // extern "C"
