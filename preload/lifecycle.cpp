@@ -390,6 +390,8 @@ __attribute__((destructor)) void on_unload() { on_atexit(); }
 
 void register_source(const SourceHooks& hooks) { sources().push_back(hooks); }
 
+void finish_capture_at_exit() { on_atexit(); }
+
 bool activate_capture() {
   if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
   try {

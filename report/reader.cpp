@@ -22,7 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 3;
+constexpr int kMinSchema = 1, kMaxSchema = 4;
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();

@@ -70,7 +70,7 @@ TEST_F(Cupti, DriverInjectionCapturesEveryKernelInItsSection) {
   std::vector<json> fs_ = files();
   ASSERT_EQ(fs_.size(), 1u);
   const json& f = fs_[0];
-  EXPECT_EQ(f["schema_version"], 3);  // version 3 (NCCL) keeps every version 2 field
+  EXPECT_EQ(f["schema_version"], 4);  // version 4 keeps every earlier field
   EXPECT_EQ(f["capture"]["cupti"], "on");
   EXPECT_EQ(f["capture"]["cupti_library"], fs::canonical(kFakeCuda).string());
   EXPECT_NEAR(f["clock"]["gpu_offset_ns"].get<double>(), 3e9, 5e6);
@@ -187,7 +187,10 @@ TEST_F(Cupti, FlushThreadFindsCudaWhenTheInjectionHookBelongsToAnotherTool) {
   // then finds the initialized driver and attaches.
   ProcessResult r = app({"--nvtx-first", "--steps", "5", "--wait-ms", "1500"}, o);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err, "");
+  // Issue 9 item 11: one warning that work before the late attach is missed, naming the tool.
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("CUDA_INJECTION64_PATH belongs to another tool (" + dir + "/another-tool.so)"),
+            std::string::npos) << r.err;
   auto n = kernel_counts();
   // Attached within a poll interval of cuInit, long before the first launch.
   EXPECT_EQ((n[{"forward", "fwd_gemm"}]), 20u);
