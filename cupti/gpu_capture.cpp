@@ -157,7 +157,9 @@ ClockCheck GpuCapture::check_clock(const ClockSync& now) {
   if (std::abs(rate - 1.0) <= ClockCheck::kTolerance) {
     if (clock_rate_ != 1.0) c.note = "CUPTI timestamps are nanoseconds again";
     clock_rate_ = 1.0;
-  } else if (rate > 0 && near(rate, before)) {
+  } else if (rate > 0 && (near(rate, before) || changed_last_window_)) {
+    // Confirmed by the window before, or the change fell in the window before: this interval
+    // saw one clock only.
     if (clock_rate_ != rate && !near(rate, clock_rate_))
       c.note = "CUPTI timestamps run at " + std::to_string(rate) + " ticks per ns" + who + "; converting";
     clock_rate_ = rate;
@@ -168,6 +170,7 @@ ClockCheck GpuCapture::check_clock(const ClockSync& now) {
     c.problem = std::string("CUPTI's clock changed during this window: ") + buf + " ticks per host ns" + who;
     if (rate > 0) clock_rate_ = rate;
   }
+  changed_last_window_ = !c.problem.empty();
   c.ticks_per_ns = clock_rate_;
   return c;
 }

@@ -127,6 +127,7 @@ class GpuCapture {
   ClockSync last_point_;          // the previous window close's measurement
   double clock_rate_ = 1.0;       // CUPTI ticks per ns in use
   double last_rate_ = 0;          // measured over the previous window (0: none)
+  bool changed_last_window_ = false;  // the previous window's clock check found a change
   uint64_t seen_declined_ = 0;
   CUptiResult attach_result_ = CUPTI_SUCCESS;
   uint32_t version_ = 0;

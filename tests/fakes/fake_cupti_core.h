@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -59,6 +60,7 @@ class FakeCuptiCore {
   int64_t clock_skew_ns = 0;       // CUPTI timestamp = CLOCK_REALTIME + skew
   size_t records_per_buffer = 0;   // 0: as many as fit
   size_t hold_buffers = 0;         // request this many buffers before delivering any
+  std::function<void()> on_flush;  // runs at the start of every cuptiActivityFlushAll (e.g. to block)
 
   // ---- CUPTI API ----
   CUptiResult subscribe(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud) {
@@ -179,6 +181,11 @@ class FakeCuptiCore {
   }
   // Delivers every queued record through the client's buffers (the flag does not matter here).
   CUptiResult flush_all(uint32_t) {
+    if (on_flush) on_flush();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++flushes_;
+    }
     std::vector<std::vector<uint8_t>> records;
     CUpti_BuffersCallbackRequestFunc rq;
     CUpti_BuffersCallbackCompleteFunc done;
@@ -253,6 +260,10 @@ class FakeCuptiCore {
   uint64_t registrations() {
     std::lock_guard<std::mutex> l(mu_);
     return registrations_;
+  }
+  uint64_t flushes() {
+    std::lock_guard<std::mutex> l(mu_);
+    return flushes_;
   }
   uint64_t dropped_queries() {
     std::lock_guard<std::mutex> l(mu_);
@@ -397,7 +408,7 @@ class FakeCuptiCore {
   std::string subscriber_name_;
   CUpti_TimestampCallbackFunc timestamp_fn_ = nullptr;
   bool device_graph_ = false;
-  uint64_t registrations_ = 0, dropped_queries_ = 0;
+  uint64_t registrations_ = 0, dropped_queries_ = 0, flushes_ = 0;
   CUpti_CallbackFunc callback_ = nullptr;
   void* userdata_ = nullptr;
   std::set<std::pair<int, uint32_t>> enabled_cbs_;
