@@ -30,6 +30,14 @@ class CuptiApi {
   virtual CUptiResult dropped_records(CUcontext context, uint32_t stream, size_t* dropped) = 0;
   virtual CUptiResult timestamp(uint64_t* ns) = 0;
 
+  // CUDA 13.0 additions; CUPTI_ERROR_NOT_SUPPORTED when this CUPTI lacks them.
+  // cupti_callbacks.h: names this subscriber, and names the other one when refused.
+  virtual CUptiResult subscribe_v2(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*, CUpti_SubscriberParams*) {
+    return CUPTI_ERROR_NOT_SUPPORTED;
+  }
+  virtual CUptiResult version(uint32_t*) { return CUPTI_ERROR_NOT_SUPPORTED; }   // cuptiGetVersion
+  virtual CUptiResult enable_device_graph(uint8_t) { return CUPTI_ERROR_NOT_SUPPORTED; }
+
   virtual std::string error_string(CUptiResult result) = 0;
   // What was loaded, for the file header (e.g. the library path).
   virtual std::string describe() const = 0;

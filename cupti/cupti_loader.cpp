@@ -3,8 +3,11 @@
 #include "cupti_loader.h"
 
 #include <dlfcn.h>
+#include <glob.h>
+#include <link.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace laggard::cupti {
@@ -23,6 +26,9 @@ struct Fns {
   decltype(&cuptiActivityGetNumDroppedRecords) dropped_records = nullptr;
   decltype(&cuptiGetTimestamp) timestamp = nullptr;
   decltype(&cuptiGetResultString) result_string = nullptr;  // optional
+  decltype(&cuptiSubscribe_v2) subscribe_v2 = nullptr;      // optional (CUDA 13.0)
+  decltype(&cuptiGetVersion) version = nullptr;              // optional
+  decltype(&cuptiActivityEnableDeviceGraph) device_graph = nullptr;  // optional (CUDA 12.3)
 };
 
 class DlCupti final : public CuptiApi {
@@ -51,6 +57,14 @@ class DlCupti final : public CuptiApi {
   CUptiResult next_record(uint8_t* b, size_t n, CUpti_Activity** r) override { return f_.next_record(b, n, r); }
   CUptiResult dropped_records(CUcontext c, uint32_t s, size_t* n) override { return f_.dropped_records(c, s, n); }
   CUptiResult timestamp(uint64_t* ns) override { return f_.timestamp(ns); }
+  CUptiResult subscribe_v2(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud,
+                           CUpti_SubscriberParams* p) override {
+    return f_.subscribe_v2 ? f_.subscribe_v2(s, cb, ud, p) : CUPTI_ERROR_NOT_SUPPORTED;
+  }
+  CUptiResult version(uint32_t* v) override { return f_.version ? f_.version(v) : CUPTI_ERROR_NOT_SUPPORTED; }
+  CUptiResult enable_device_graph(uint8_t en) override {
+    return f_.device_graph ? f_.device_graph(en) : CUPTI_ERROR_NOT_SUPPORTED;
+  }
   std::string error_string(CUptiResult r) override {
     const char* s = nullptr;
     if (f_.result_string && f_.result_string(r, &s) == CUPTI_SUCCESS && s) return s;
@@ -88,6 +102,9 @@ std::string resolve(void* h, Fns* f) {
   need("cuptiGetTimestamp", &f->timestamp);
   sym(h, "cuptiGetCallbackName", &f->callback_name);
   sym(h, "cuptiGetResultString", &f->result_string);
+  sym(h, "cuptiSubscribe_v2", &f->subscribe_v2);
+  sym(h, "cuptiGetVersion", &f->version);
+  sym(h, "cuptiActivityEnableDeviceGraph", &f->device_graph);
   return missing ? missing : "";
 }
 
@@ -96,11 +113,54 @@ bool is_dir(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-constexpr const char* kNames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+// CUPTI sonames laggard knows, newest first (the soname carries the CUDA major version).
+constexpr int kMajors[] = {13, 12, 11};
 
-void add_dir(std::vector<std::string>& out, const std::string& dir) {
+void add_dir(std::vector<std::string>& out, const std::string& dir, const std::vector<std::string>& names) {
   if (dir.empty()) return;
-  for (const char* n : kNames) out.push_back(dir + "/" + n);
+  for (const std::string& n : names) {
+    std::string p = dir + "/" + n;
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+}
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+struct LoadedObjects {
+  std::vector<std::string> paths;
+  unsigned long long adds = 0;
+};
+
+int collect_object(dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<LoadedObjects*>(data);
+  out->adds = info->dlpi_adds;
+  if (info->dlpi_name && *info->dlpi_name) out->paths.emplace_back(info->dlpi_name);
+  return 0;
+}
+
+LoadedObjects loaded_objects() {
+  LoadedObjects out;
+  dl_iterate_phdr(&collect_object, &out);
+  return out;
+}
+
+// pip wheels install CUDA libraries as site-packages/nvidia/<package>/lib (cuda_cupti,
+// cuda_runtime, ... for CUDA 12; cu13 for CUDA 13).
+void add_wheel_dirs(const std::string& site_packages, std::vector<std::string>& out) {
+  glob_t g{};
+  std::string pattern = site_packages + "/nvidia/*/lib";
+  if (glob(pattern.c_str(), GLOB_ONLYDIR | GLOB_NOSORT, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i)
+      if (std::find(out.begin(), out.end(), g.gl_pathv[i]) == out.end()) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
 }
 
 std::string loaded_path(void* handle, const std::string& fallback) {
@@ -113,26 +173,75 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 
 }  // namespace
 
-std::vector<std::string> cupti_candidates(const LoaderOptions& o) {
+std::vector<std::string> cupti_sonames(int driver_version) {
+  int driver_major = driver_version / 1000;
   std::vector<std::string> out;
-  if (!o.explicit_path.empty()) {
-    if (is_dir(o.explicit_path)) add_dir(out, o.explicit_path);
-    else out.push_back(o.explicit_path);
-    return out;
-  }
-  if (!o.cuda_home.empty()) {
-    add_dir(out, o.cuda_home + "/lib64");
-    add_dir(out, o.cuda_home + "/extras/CUPTI/lib64");
-  }
-  add_dir(out, "/usr/local/cuda/lib64");
-  add_dir(out, "/usr/local/cuda/extras/CUPTI/lib64");
-  for (const char* n : kNames) out.push_back(n);  // LD_LIBRARY_PATH, ldconfig cache
+  auto add = [&](int major) { out.push_back("libcupti.so." + std::to_string(major)); };
+  for (int m : kMajors)
+    if (driver_major == 0 || m <= driver_major) add(m);  // what the driver supports, newest first
+  for (int m : kMajors)
+    if (driver_major != 0 && m > driver_major) add(m);   // newer: will most likely refuse
+  out.push_back("libcupti.so");
   return out;
 }
 
-LoadResult load_cupti(const LoaderOptions& o) {
+void discover_loaded(LoaderOptions& o) {
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+    // cuDriverGetVersion works before cuInit and initializes nothing.
+    using GetVersion = int (*)(int*);
+    auto get = reinterpret_cast<GetVersion>(dlsym(h, "cuDriverGetVersion"));
+    int v = 0;
+    if (get && get(&v) == 0) o.driver_version = v;
+    dlclose(h);  // balances NOLOAD's reference
+  }
+  for (const std::string& p : loaded_objects().paths) {
+    if (base_of(p).rfind("libcudart.so", 0) == 0) {
+      std::string d = dir_of(p);
+      if (std::find(o.cudart_dirs.begin(), o.cudart_dirs.end(), d) == o.cudart_dirs.end()) o.cudart_dirs.push_back(d);
+    }
+    size_t sp = p.find("/site-packages/");
+    if (sp == std::string::npos) sp = p.find("/dist-packages/");
+    if (sp != std::string::npos) add_wheel_dirs(p.substr(0, sp + 14), o.wheel_dirs);
+  }
+}
+
+std::vector<std::string> cupti_candidates(const LoaderOptions& o) {
+  std::vector<std::string> names = cupti_sonames(o.driver_version);
+  std::vector<std::string> out;
+  if (!o.explicit_path.empty()) {
+    if (is_dir(o.explicit_path)) add_dir(out, o.explicit_path, names);
+    else out.push_back(o.explicit_path);
+    return out;
+  }
+  for (const std::string& d : o.cudart_dirs) {
+    add_dir(out, d, names);                        // toolkit layout: lib64/ holds both
+    add_dir(out, d + "/../extras/CUPTI/lib64", names);
+    add_dir(out, d + "/../../cuda_cupti/lib", names);  // wheel layout: nvidia/cuda_runtime/lib
+  }
+  for (const std::string& d : o.wheel_dirs) add_dir(out, d, names);
+  if (!o.cuda_home.empty()) {
+    add_dir(out, o.cuda_home + "/lib64", names);
+    add_dir(out, o.cuda_home + "/extras/CUPTI/lib64", names);
+  }
+  add_dir(out, "/usr/local/cuda/lib64", names);
+  add_dir(out, "/usr/local/cuda/extras/CUPTI/lib64", names);
+  for (const std::string& n : names) out.push_back(n);  // LD_LIBRARY_PATH, ldconfig cache
+  return out;
+}
+
+std::vector<std::string> loaded_cupti_paths(unsigned long long* adds) {
+  LoadedObjects all = loaded_objects();
+  if (adds) *adds = all.adds;
+  std::vector<std::string> out;
+  for (const std::string& p : all.paths)
+    if (base_of(p).rfind("libcupti.so", 0) == 0) out.push_back(p);
+  return out;
+}
+
+LoadResult load_cupti(const LoaderOptions& o, const AcceptFn& accept) {
   LoadResult res;
   std::string tried;
+  std::vector<std::string> seen;  // files already tried (a NOLOAD hit is also a candidate path)
   auto attempt = [&](const std::string& what, int flags) -> bool {
     void* h = dlopen(what.c_str(), flags);
     if (!h) {
@@ -148,11 +257,21 @@ LoadResult load_cupti(const LoaderOptions& o) {
       tried += (tried.empty() ? "" : "; ") + what + ": no " + missing;
       return false;  // not closed: harmless, and a library CUPTI also uses may sit behind it
     }
-    res.api = std::make_unique<DlCupti>(h, f, loaded_path(h, what));
+    std::string path = loaded_path(h, what);
+    if (std::find(seen.begin(), seen.end(), path) != seen.end()) return false;
+    seen.push_back(path);
+    auto api = std::make_unique<DlCupti>(h, f, path);
+    std::string why;
+    if (accept && accept(*api, &why) == Accept::next) {
+      tried += (tried.empty() ? "" : "; ") + path + ": " + why;
+      return false;  // not closed: CUPTI may have started threads
+    }
+    res.api = std::move(api);
+    res.error = why;  // the accepting caller's own error, if any
     return true;
   };
   if (o.explicit_path.empty())
-    for (const char* n : kNames)
+    for (const std::string& n : cupti_sonames(o.driver_version))
       if (attempt(n, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return res;
   for (const std::string& c : cupti_candidates(o))
     if (attempt(c, RTLD_NOW | RTLD_LOCAL)) return res;

@@ -10,10 +10,21 @@
 //     libcuda.so.1 is loaded and initialized, attach. CUPTI callbacks and activity kinds
 //     enabled after contexts exist cover later launches only; kernels before that are missed.
 // Missing or unusable CUPTI: one warning, NVTX capture goes on.
+//
+// Exit order: libcupti's static destructors are registered (__cxa_atexit) when it loads, and
+// exit runs handlers in reverse order of registration. The lifecycle's handler is registered at
+// activation, often before libcupti is loaded, so it would run after CUPTI was torn down and
+// then flush it. After a successful attach this source registers a handler of its own, which
+// runs first: it writes the final window while CUPTI is whole, and if the flush thread is still
+// inside a CUPTI call past the lifecycle's deadline, it ends the process with the application's
+// exit status (_exit) rather than let CUPTI's destructors run under that call.
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -33,6 +44,7 @@ namespace {
 
 constexpr int64_t kPollNs = 250'000'000;   // look for an initialized driver 4x a second
 constexpr int64_t kFlushNs = 200'000'000;  // hand completed CUPTI buffers over 5x a second
+constexpr int64_t kExitCuptiWaitNs = 200'000'000;  // after the lifecycle's own wait for the flush thread
 
 struct SourceState {
   std::mutex mu;  // attach vs. window close
@@ -43,7 +55,11 @@ struct SourceState {
   std::atomic<bool> gave_up{false};
   std::atomic<bool> forked{false};
   bool injection_ours = false;
+  std::string injection_other;            // CUDA_INJECTION64_PATH of another tool
   std::string status = "idle: this process has not used CUDA";
+  std::string library_real;               // realpath of the libcupti in use
+  unsigned long long seen_adds = 0;       // loader's object count at the last second-copy check
+  bool warned_second_copy = false;
   uint64_t open_window = 0;
   int64_t next_poll_ns = 0, next_flush_ns = 0;
 };
@@ -65,36 +81,101 @@ std::string section_name(uint32_t id) {
   return cap ? cap->names->name(id) : std::string("(unknown)");
 }
 
+// Exit handler registered after CUPTI is loaded (see the top of this file). `status` is what
+// the application passed to exit().
+void on_process_exit(int status, void*) {
+  try {
+    laggard::finish_capture_at_exit();
+    SourceState& st = state();
+    if (!st.attached.load() || st.forked.load() || !st.capture) return;
+    if (st.capture->close_for_exit(kExitCuptiWaitNs)) return;
+    log_warn("the flush thread is stuck inside a CUPTI call; ending the process now (exit status %d) "
+             "so that CUPTI is not torn down under it", status);
+    fflush(nullptr);
+    _exit(status);
+  } catch (...) {
+  }
+}
+
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+// Two copies of libcupti in one process (e.g. laggard's from /usr/local/cuda and PyTorch's
+// from a pip wheel) each keep their own activity state; warn once when a second one appears.
+void check_second_copy(SourceState& st) {
+  if (st.warned_second_copy || st.library_real.empty()) return;
+  unsigned long long adds = 0;
+  std::vector<std::string> paths = loaded_cupti_paths(&adds);
+  if (adds == st.seen_adds) return;
+  st.seen_adds = adds;
+  for (const std::string& p : paths) {
+    std::string rp = real_path(p);
+    if (rp == st.library_real) continue;
+    st.warned_second_copy = true;
+    log_warn("a second libcupti is loaded in this process (%s, besides laggard's %s); the two do not share "
+             "their activity state, so GPU data may be incomplete: point LAGGARD_CUPTI_PATH at %s",
+             rp.c_str(), st.library_real.c_str(), rp.c_str());
+    return;
+  }
+}
+
 // Caller holds st.mu.
 void attach_locked(SourceState& st, const char* trigger) {
   if (st.attached.load() || st.gave_up.load() || st.forked.load() || !st.cfg.cupti) return;
   const char* cuda_home = std::getenv("CUDA_HOME");
-  LoadResult lr = load_cupti({st.cfg.cupti_path, cuda_home ? cuda_home : ""});
+  LoaderOptions lo{st.cfg.cupti_path, cuda_home ? cuda_home : ""};
+  discover_loaded(lo);
+  GpuCaptureOptions opt;
+  opt.profiling_interval = st.cfg.profiling_interval;
+  // Each candidate is tried by attaching: a CUPTI that cannot talk to this driver answers
+  // CUPTI_ERROR_NOT_INITIALIZED, and the next candidate gets its turn.
+  auto accept = [&](CuptiApi& api, std::string* why) -> Accept {
+    auto cap = std::make_unique<GpuCapture>(api, opt, &current_section);
+    *why = cap->attach(st.open_window);
+    if (why->empty()) {
+      st.capture = std::move(cap);
+      return Accept::use;
+    }
+    if (cap->attach_result() == CUPTI_ERROR_NOT_INITIALIZED) {
+      *why = "CUPTI_ERROR_NOT_INITIALIZED (needs a newer driver than CUDA " + std::to_string(lo.driver_version / 1000) +
+             "." + std::to_string(lo.driver_version % 1000 / 10) + "?)";
+      return Accept::next;
+    }
+    return Accept::use;  // with the error: another candidate would fail the same way
+  };
+  LoadResult lr = load_cupti(lo, accept);
   std::string err = lr.error;
-  if (lr.api) {
-    st.api = std::move(lr.api);
-    GpuCaptureOptions opt;
-    opt.profiling_interval = st.cfg.profiling_interval;
-    st.capture = std::make_unique<GpuCapture>(*st.api, opt, &current_section);
-    err = st.capture->attach(st.open_window);
-  }
+  if (lr.api && !st.capture) err = err.empty() ? "attach failed" : err;
   if (!err.empty()) {
     st.gave_up.store(true);
     st.status = "off: " + err;
     LAGGARD_WARN_ONCE("GPU kernels are not captured: %s; NVTX capture goes on", err.c_str());
     return;
   }
+  st.api = std::move(lr.api);
+  st.library_real = real_path(st.api->describe());
   st.status = "on";
   st.attached.store(true);
-  log_info("capturing GPU kernels (found CUDA via %s) with %s", trigger, st.api->describe().c_str());
+  on_exit(&on_process_exit, nullptr);  // after libcupti's destructors were registered: runs first
+  log_info("capturing GPU kernels (found CUDA via %s) with %s (CUPTI %u)", trigger, st.api->describe().c_str(),
+           st.capture->cupti_version());
+  if (!st.injection_other.empty())
+    log_warn("CUDA_INJECTION64_PATH belongs to another tool (%s): laggard attached late, from its poll, so GPU "
+             "work launched before that is not captured", st.injection_other.c_str());
 }
 
 void on_window(WindowSnapshot& w, bool final) {
   SourceState& st = state();
   if (st.forked.load()) return;
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.attached.load()) st.capture->close_window(w, final, section_name);
-  else if (st.cfg.cupti) w.gpu_status.cupti = st.status;
+  if (st.attached.load()) {
+    st.capture->close_window(w, final, section_name);
+    check_second_copy(st);
+  } else if (st.cfg.cupti) {
+    w.gpu_status.cupti = st.status;
+  }
   st.open_window = w.index + 1;
 }
 
@@ -137,6 +218,7 @@ __attribute__((constructor)) void on_load() {
     } else {
       char a[PATH_MAX], b[PATH_MAX];
       st.injection_ours = realpath(current, a) && realpath(self.c_str(), b) && std::strcmp(a, b) == 0;
+      if (!st.injection_ours) st.injection_other = current;
     }
   } catch (...) {
   }

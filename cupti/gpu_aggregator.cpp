@@ -108,16 +108,33 @@ void GpuAggregator::add(const GpuRecord& r, const LaunchInfo* launch) {
 }
 
 GpuWindow GpuAggregator::close(int64_t gpu_to_epoch, int64_t mono_to_epoch, const SectionName& section_name) {
+  return finish(take(), GpuClockMap::offset(gpu_to_epoch), mono_to_epoch, section_name);
+}
+
+GpuAggregator::Taken GpuAggregator::take() {
+  Taken t;
+  t.records = records_;
+  for (const auto& [k, a] : stats_)
+    if (!t.names.count(k.name)) t.names.emplace(k.name, std::make_pair(names_[k.name], bool(nccl_[k.name])));
+  t.stats.swap(stats_);
+  t.stored.swap(stored_);
+  records_ = unmatched_ = not_stored_ = 0;
+  return t;
+}
+
+GpuWindow GpuAggregator::finish(Taken t, const GpuClockMap& clock, int64_t mono_to_epoch,
+                                const SectionName& section_name) {
   GpuWindow w;
   w.present = true;
-  w.clock_offset_ns = gpu_to_epoch;
+  w.clock_offset_ns = clock.epoch_ref - clock.gpu_ref;
   LocalStrings strings;
   std::map<uint32_t, uint32_t> name_idx, section_idx;
   auto name_of = [&](uint32_t id) {
     auto it = name_idx.find(id);
     if (it != name_idx.end()) return it->second;
-    return name_idx[id] = strings.add(names_[id]);
+    return name_idx[id] = strings.add(t.names.at(id).first);
   };
+  auto is_nccl = [&](uint32_t id) { return t.names.at(id).second; };
   auto section_of = [&](uint32_t id) -> uint32_t {
     if (id == kNoName) return kNoString;
     auto it = section_idx.find(id);
@@ -127,8 +144,8 @@ GpuWindow GpuAggregator::close(int64_t gpu_to_epoch, int64_t mono_to_epoch, cons
 
   // Statistics, longest total first.
   std::vector<std::pair<const Key*, Acc*>> order;
-  order.reserve(stats_.size());
-  for (auto& [k, a] : stats_) order.emplace_back(&k, &a);
+  order.reserve(t.stats.size());
+  for (auto& [k, a] : t.stats) order.emplace_back(&k, &a);
   std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
     if (x.second->total != y.second->total) return x.second->total > y.second->total;
     return std::tie(x.first->section, x.first->name) < std::tie(y.first->section, y.first->name);
@@ -138,29 +155,29 @@ GpuWindow GpuAggregator::close(int64_t gpu_to_epoch, int64_t mono_to_epoch, cons
     s.section = section_of(k->section);
     s.name = name_of(k->name);
     s.kind = to_kind(k->kind);
-    s.nccl = nccl_[k->name];
+    s.nccl = is_nccl(k->name);
     s.graph = k->graph;
     s.grid = k->grid;
     s.block = k->block;
     s.count = a->count;
-    s.total_ns = a->total;
-    s.min_ns = a->min;
-    s.max_ns = a->max;
-    s.median_ns = sample_median(a->sample);
+    s.total_ns = clock.to_ns(a->total);
+    s.min_ns = clock.to_ns(a->min);
+    s.max_ns = clock.to_ns(a->max);
+    s.median_ns = clock.to_ns(sample_median(a->sample));
     w.kernels.push_back(s);
   }
 
-  std::stable_sort(stored_.begin(), stored_.end(),
+  std::stable_sort(t.stored.begin(), t.stored.end(),
                    [](const Stored& a, const Stored& b) { return a.r.start < b.r.start; });
   GpuRecords& out = w.records;
   std::map<std::array<uint32_t, 6>, int32_t> shape_idx;
-  for (const Stored& s : stored_) {
+  for (const Stored& s : t.stored) {
     const GpuRecord& r = s.r;
     out.kind.push_back(static_cast<uint8_t>(to_kind(r.kind)));
     out.name.push_back(name_of(s.name_id));
     out.section.push_back(section_of(s.section));
-    out.start_ns.push_back(static_cast<int64_t>(r.start) + gpu_to_epoch);
-    out.dur_ns.push_back(static_cast<int64_t>(r.end - r.start));
+    out.start_ns.push_back(clock.to_epoch(r.start));
+    out.dur_ns.push_back(clock.to_ns(static_cast<int64_t>(r.end - r.start)));
     bool api_known = s.matched && s.launch.api_start_ns != 0;
     out.api_start_ns.push_back(api_known ? s.launch.api_start_ns + mono_to_epoch : 0);
     out.api_dur_ns.push_back(api_known && s.launch.api_end_ns >= s.launch.api_start_ns
@@ -181,16 +198,12 @@ GpuWindow GpuAggregator::close(int64_t gpu_to_epoch, int64_t mono_to_epoch, cons
     out.bytes.push_back(r.bytes);
     out.copy_kind.push_back(r.copy_kind);
     uint8_t flags = 0;
-    if (r.kind == RecordKind::kernel && nccl_[s.name_id]) flags |= kGpuFlagNccl;
+    if (r.kind == RecordKind::kernel && is_nccl(s.name_id)) flags |= kGpuFlagNccl;
     if (r.graph) flags |= kGpuFlagGraph;
     if (!s.matched) flags |= kGpuFlagUnmatched;
     out.flags.push_back(flags);
   }
   w.strings = strings.take();
-
-  stats_.clear();
-  stored_.clear();
-  records_ = unmatched_ = not_stored_ = 0;
   return w;
 }
 

@@ -16,6 +16,24 @@
 
 namespace laggard::cupti {
 
+// CUPTI timestamp -> host epoch ns. CUPTI's timestamps are nanoseconds unless another client
+// installed a timestamp callback (Kineto's returns TSC cycles): then ticks_per_ns is measured
+// and times are converted around a reference point measured at window close.
+struct GpuClockMap {
+  int64_t gpu_ref = 0;       // a CUPTI timestamp ...
+  int64_t epoch_ref = 0;     // ... and the host epoch time it was read at
+  double ticks_per_ns = 1.0;
+
+  static GpuClockMap offset(int64_t gpu_to_epoch) { return {0, gpu_to_epoch, 1.0}; }
+  int64_t to_epoch(uint64_t ts) const {
+    int64_t d = static_cast<int64_t>(ts) - gpu_ref;
+    return epoch_ref + (ticks_per_ns == 1.0 ? d : static_cast<int64_t>(double(d) / ticks_per_ns));
+  }
+  int64_t to_ns(int64_t ticks) const {
+    return ticks_per_ns == 1.0 ? ticks : static_cast<int64_t>(double(ticks) / ticks_per_ns);
+  }
+};
+
 class GpuAggregator {
  public:
   static constexpr size_t kRecordsPerWindow = 65536;
@@ -29,9 +47,18 @@ class GpuAggregator {
   // (the record then counts as unmatched and goes to "(no section)").
   void add(const GpuRecord& r, const LaunchInfo* launch);
 
+  struct Taken;
+
   // Hands over the open window and starts the next one. gpu_to_epoch_ns maps CUPTI timestamps,
   // mono_to_epoch_ns maps CLOCK_MONOTONIC (launch times) to epoch ns.
   GpuWindow close(int64_t gpu_to_epoch_ns, int64_t mono_to_epoch_ns, const SectionName& section_name);
+
+  // close() in two steps, so the caller's lock is held only for the cheap one: take() moves
+  // the open window out (and copies its few distinct names); finish() sorts and builds the
+  // window from it and touches nothing of the aggregator.
+  Taken take();
+  static GpuWindow finish(Taken taken, const GpuClockMap& clock, int64_t mono_to_epoch_ns,
+                          const SectionName& section_name);
 
   // Counts for the open window.
   uint64_t records() const { return records_; }
@@ -39,7 +66,7 @@ class GpuAggregator {
   uint64_t not_stored() const { return not_stored_; }
   size_t distinct_names() const { return names_.size(); }
 
- private:
+ public:
   struct Key {
     uint32_t section, name;
     RecordKind kind;
@@ -64,6 +91,14 @@ class GpuAggregator {
     LaunchInfo launch;
     bool matched;
   };
+  struct Taken {
+    std::unordered_map<Key, Acc, KeyHash> stats;
+    std::vector<Stored> stored;
+    std::unordered_map<uint32_t, std::pair<std::string, bool>> names;  // id -> (name, NCCL)
+    uint64_t records = 0;
+  };
+
+ private:
 
   uint32_t intern(const GpuRecord& r);
   uint64_t next_random();

@@ -3,10 +3,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 
 #include "activity_parser.h"
+#include "activity_watch.h"
 #include "clock.h"
 #include "log.h"
 
@@ -115,7 +120,7 @@ void GpuCapture::choose_callbacks() {
 }
 
 ClockSync GpuCapture::measure_clock() {
-  ClockSync best{0, INT64_MAX};
+  ClockSync best{0, INT64_MAX, 0, 0};
   for (int i = 0; i < 7; ++i) {
     int64_t a = mono_ns();
     uint64_t gpu = 0;
@@ -124,11 +129,77 @@ ClockSync GpuCapture::measure_clock() {
     if (r != CUPTI_SUCCESS || gpu == 0) continue;
     if (b - a < best.uncertainty_ns) {
       best.uncertainty_ns = b - a;
-      best.gpu_to_epoch_ns = (a + (b - a) / 2) + epoch_offset_ns_ - static_cast<int64_t>(gpu);
+      best.epoch_ns = (a + (b - a) / 2) + epoch_offset_ns_;
+      best.gpu = gpu;
+      best.gpu_to_epoch_ns = best.epoch_ns - static_cast<int64_t>(gpu);
     }
   }
   if (best.uncertainty_ns == INT64_MAX) return clock_;  // keep the last good one
   return best;
+}
+
+// CUPTI's timestamps are nanoseconds on CLOCK_REALTIME unless a client called
+// cuptiActivityRegisterTimestampCallback (cupti_activity.h); Kineto installs one returning TSC
+// cycles when torch.profiler starts (libkineto/src/CuptiTimestamp.cpp) and never removes it.
+// Measured at each window close: ticks of CUPTI's clock per host ns since the previous close.
+ClockCheck GpuCapture::check_clock(const ClockSync& now) {
+  ClockCheck c;
+  c.ticks_per_ns = clock_rate_;
+  const ClockSync prev = last_point_;
+  if (now.gpu == 0) return c;
+  last_point_ = now;
+  if (prev.gpu == 0 || now.epoch_ns - prev.epoch_ns < 20'000'000) return c;  // too short to tell
+  double rate = (double(now.gpu) - double(prev.gpu)) / double(now.epoch_ns - prev.epoch_ns);
+  auto near = [](double a, double b) { return b > 0 && std::abs(a / b - 1.0) <= ClockCheck::kTolerance * 10; };
+  const double before = last_rate_;
+  last_rate_ = rate;
+  std::string who = timestamp_owner_.empty() ? "" : " (timestamp callback installed by " + timestamp_owner_ + ")";
+  if (std::abs(rate - 1.0) <= ClockCheck::kTolerance) {
+    if (clock_rate_ != 1.0) c.note = "CUPTI timestamps are nanoseconds again";
+    clock_rate_ = 1.0;
+  } else if (rate > 0 && (near(rate, before) || changed_last_window_)) {
+    // Confirmed by the window before, or the change fell in the window before: this interval
+    // saw one clock only.
+    if (clock_rate_ != rate && !near(rate, clock_rate_))
+      c.note = "CUPTI timestamps run at " + std::to_string(rate) + " ticks per ns" + who + "; converting";
+    clock_rate_ = rate;
+  } else {
+    // The clock changed during this window (or jumped): its records may mix two clocks.
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", rate);
+    c.problem = std::string("CUPTI's clock changed during this window: ") + buf + " ticks per host ns" + who;
+    if (rate > 0) clock_rate_ = rate;
+  }
+  changed_last_window_ = !c.problem.empty();
+  c.ticks_per_ns = clock_rate_;
+  return c;
+}
+
+bool GpuCapture::enter_cupti() {
+  in_cupti_.fetch_add(1, std::memory_order_acq_rel);
+  if (closed_.load(std::memory_order_acquire)) {
+    leave_cupti();
+    return false;
+  }
+  return true;
+}
+
+bool GpuCapture::close_for_exit(int64_t wait_ns) {
+  closed_.store(true, std::memory_order_release);
+  int64_t deadline = mono_ns() + wait_ns;
+  while (in_cupti_.load(std::memory_order_acquire) != 0) {
+    if (mono_ns() >= deadline) return false;
+    timespec step{0, 1'000'000};
+    nanosleep(&step, nullptr);
+  }
+  return true;
+}
+
+void GpuCapture::enable_kinds() {
+  for (CUpti_ActivityKind k : kKinds) {
+    CUptiResult r = api_.enable_kind(k);
+    if (r != CUPTI_SUCCESS) log_debug("cupti: enabling activity kind %d: %s", int(k), api_.error_string(r).c_str());
+  }
 }
 
 std::string GpuCapture::set_capturing(bool on) {
@@ -147,16 +218,31 @@ std::string GpuCapture::set_capturing(bool on) {
   return "";
 }
 
+// cuptiSubscribe_v2 (CUDA 13.0, cupti_callbacks.h) names laggard to other tools and, when
+// another subscriber exists, names that one; older CUPTIs get cuptiSubscribe.
+std::string GpuCapture::subscribe() {
+  char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {0};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "laggard";
+  params.oldSubscriberName = other;
+  params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
+  CUptiResult r = api_.subscribe_v2(&subscriber_, &GpuCapture::on_callback, this, &params);
+  if (r == CUPTI_ERROR_NOT_SUPPORTED) r = api_.subscribe(&subscriber_, &GpuCapture::on_callback, this);
+  attach_result_ = r;
+  if (r == CUPTI_SUCCESS) return "";
+  subscriber_ = nullptr;
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    return std::string("another CUPTI client (") + (other[0] ? other : "Nsight Systems, torch.profiler, ...") +
+           ") is attached";
+  return "cuptiSubscribe: " + api_.error_string(r);
+}
+
 std::string GpuCapture::attach(uint64_t open_window) {
   std::lock_guard<std::mutex> lock(control_mu_);
   if (attached_) return "";
-  CUptiResult r = api_.subscribe(&subscriber_, &GpuCapture::on_callback, this);
-  if (r != CUPTI_SUCCESS) {
-    subscriber_ = nullptr;
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-      return "another CUPTI client (Nsight Systems, torch.profiler, ...) is attached";
-    return "cuptiSubscribe: " + api_.error_string(r);
-  }
+  if (std::string err = subscribe(); !err.empty()) return err;
+  if (api_.version(&version_) != CUPTI_SUCCESS) version_ = 0;
   choose_callbacks();
   GpuCapture* expected = nullptr;
   if (!g_active.compare_exchange_strong(expected, this)) {
@@ -164,12 +250,27 @@ std::string GpuCapture::attach(uint64_t open_window) {
     subscriber_ = nullptr;
     return "GPU capture is already attached in this process";
   }
-  r = api_.register_buffers(&GpuCapture::on_buffer_requested, &GpuCapture::on_buffer_completed);
+  // Kernels launched from the device (device graphs) are recorded only when asked for before
+  // CUDA initializes (cupti_activity.h); attach runs inside cuInit when it can.
+  api_.enable_device_graph(1);
+  // A client that already holds the activity API keeps it until it switches kernels off.
+  ForeignActivity fa = foreign_activity();
+  seen_takes_ = fa.takes;
+  seen_timestamp_callbacks_ = fa.timestamp_callbacks;
+  timestamp_owner_ = fa.timestamp_owner;
+  foreign_holds_ = held_this_window_ = fa.holding;
+  taker_ = fa.taker;
+  CUptiResult r = fa.holding ? CUPTI_SUCCESS
+                             : api_.register_buffers(&GpuCapture::on_buffer_requested, &GpuCapture::on_buffer_completed);
   std::string err;
-  if (r != CUPTI_SUCCESS) err = "cuptiActivityRegisterCallbacks: " + api_.error_string(r);
+  if (r != CUPTI_SUCCESS) {
+    attach_result_ = r;
+    err = "cuptiActivityRegisterCallbacks: " + api_.error_string(r);
+  }
   epoch_offset_ns_ = measure_epoch_offset_ns();
   if (err.empty()) {
     clock_ = measure_clock();
+    last_point_ = clock_;
     open_window_ = open_window;
     err = set_capturing(open_window % static_cast<uint64_t>(opt_.profiling_interval) == 0);
   }
@@ -185,30 +286,92 @@ std::string GpuCapture::attach(uint64_t open_window) {
   return "";
 }
 
+// Another client registering its buffers takes every record from laggard; when it switches
+// kernel records off again (torch.profiler stopping), laggard registers its buffers again and
+// switches its kinds back on. Never while the other client holds them: that would take its
+// records away from it.
+void GpuCapture::watch_other_clients() {
+  ForeignActivity fa = foreign_activity();
+  if (fa.timestamp_callbacks != seen_timestamp_callbacks_) {
+    seen_timestamp_callbacks_ = fa.timestamp_callbacks;
+    timestamp_owner_ = fa.timestamp_owner;
+    log_info("%s installed a CUPTI timestamp callback; laggard checks CUPTI's clock at every window",
+             timestamp_owner_.c_str());
+  }
+  if (fa.takes != seen_takes_) {
+    seen_takes_ = fa.takes;
+    taker_ = fa.taker;
+    if (!foreign_holds_)
+      log_warn("%s registered its own CUPTI activity buffers (torch.profiler?); laggard records no GPU "
+               "activity until it stops", taker_.c_str());
+    foreign_holds_ = true;
+  }
+  if (foreign_holds_) held_this_window_ = true;
+  if (!foreign_holds_ || fa.holding) return;
+  CUptiResult r = api_.register_buffers(&GpuCapture::on_buffer_requested, &GpuCapture::on_buffer_completed);
+  if (r != CUPTI_SUCCESS) {
+    LAGGARD_WARN_ONCE("could not take the CUPTI activity API back: %s", api_.error_string(r).c_str());
+    return;
+  }
+  if (capturing_) enable_kinds();
+  foreign_holds_ = false;
+  log_info("%s stopped; laggard took the CUPTI activity API back", taker_.c_str());
+}
+
+// A sampled window with launches but no records: CUPTI's records went elsewhere.
+std::string GpuCapture::starvation(uint64_t launches, uint64_t records) {
+  bool empty = window_sampled_ && launches > 0 && records == 0;
+  empty_windows_ = empty ? empty_windows_ + 1 : 0;
+  if (window_sampled_ && held_this_window_ && launches > 0)
+    return taker_ + " held the CUPTI activity API (its own buffer callbacks): " + std::to_string(records) +
+           " records for " + std::to_string(launches) + " launches";
+  // One empty window can be kernels still running at the close; two in a row are not.
+  if (empty_windows_ >= 2)
+    return "CUPTI delivered no records for " + std::to_string(launches) +
+           " launches (another CUPTI client holds the activity API or switched kernel records off)";
+  return "";
+}
+
 void GpuCapture::tick() {
   std::lock_guard<std::mutex> lock(control_mu_);
-  if (!attached_ || inert_.load(std::memory_order_relaxed)) return;
+  if (!attached_ || inert_.load(std::memory_order_relaxed) || !enter_cupti()) return;
   api_.flush_all(0);
+  watch_other_clients();
+  leave_cupti();
 }
 
 void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator::SectionName& section_name) {
   std::lock_guard<std::mutex> lock(control_mu_);
-  if (!attached_ || inert_.load(std::memory_order_relaxed)) return;
+  if (!attached_ || inert_.load(std::memory_order_relaxed) || !enter_cupti()) return;
   // Forced at exit: also buffers with records CUPTI has not completed (kernels still running
   // are lost either way; laggard never synchronizes the application's GPU work).
   api_.flush_all(final ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
-  clock_ = measure_clock();
+  // Records CUPTI had no buffer for, counted for the global queue; read here, outside the data
+  // mutex, as well as per buffer (Kineto notes the query re-enters CUPTI's lock).
+  size_t dropped_now = 0;
+  if (api_.dropped_records(nullptr, 0, &dropped_now) == CUPTI_SUCCESS && dropped_now)
+    cupti_dropped_.fetch_add(dropped_now, std::memory_order_relaxed);
+  watch_other_clients();
+  ClockSync measured = measure_clock();
+  leave_cupti();
+  clock_ = measured;
+  ClockCheck check = check_clock(measured);
+  if (!check.note.empty()) log_info("%s", check.note.c_str());
 
-  GpuWindow g;
   DropCounters d;
+  GpuAggregator::Taken taken;
   {
-    std::lock_guard<std::mutex> data(data_mu_);
+    std::lock_guard<std::mutex> data(data_mu_);  // CUPTI's worker may wait on it: only moves here
     d.unmatched_correlation = agg_.unmatched();
     d.gpu_records_not_stored = agg_.not_stored();
     d.gpu_no_timestamp = no_timestamp_;
     no_timestamp_ = 0;
-    g = agg_.close(clock_.gpu_to_epoch_ns, epoch_offset_ns_, section_name);
+    taken = agg_.take();
   }
+  uint64_t records = taken.records;
+  GpuClockMap map{static_cast<int64_t>(clock_.gpu), clock_.epoch_ns, check.ticks_per_ns};
+  if (clock_.gpu == 0) map = GpuClockMap::offset(clock_.gpu_to_epoch_ns);
+  GpuWindow g = GpuAggregator::finish(std::move(taken), map, epoch_offset_ns_, section_name);
   uint64_t dropped = cupti_dropped_.load(std::memory_order_relaxed);
   d.cupti_records_dropped = dropped - seen_cupti_dropped_;
   seen_cupti_dropped_ = dropped;
@@ -218,16 +381,23 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
   w.dropped += d;
 
   g.sampled = window_sampled_;
+  g.launches = launches_.exchange(0, std::memory_order_relaxed);
+  g.starved = starvation(g.launches, records);
+  g.clock_ticks_per_ns = check.ticks_per_ns;
+  g.clock_problem = check.problem;
+  held_this_window_ = foreign_holds_;
   w.gpu = std::move(g);
-  w.gpu_status.cupti = "on";
+  w.gpu_status.cupti = w.gpu.starved.empty() ? "on" : "starved: " + w.gpu.starved;
   w.gpu_status.library = api_.describe();
+  w.gpu_status.version = version_;
   w.gpu_status.has_clock = true;
   w.gpu_status.clock_offset_ns = clock_.gpu_to_epoch_ns;
   w.gpu_status.clock_uncertainty_ns = clock_.uncertainty_ns;
 
   open_window_ = w.index + 1;
-  if (!final) {
+  if (!final && enter_cupti()) {
     std::string err = set_capturing(open_window_ % static_cast<uint64_t>(opt_.profiling_interval) == 0);
+    leave_cupti();
     if (!err.empty()) LAGGARD_WARN_ONCE("GPU capture could not be switched back on: %s", err.c_str());
   }
   window_sampled_ = capturing_;
@@ -240,10 +410,12 @@ void CUPTIAPI GpuCapture::on_callback(void* userdata, CUpti_CallbackDomain domai
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   int64_t now = mono_ns();
-  if (cb->callbackSite == CUPTI_API_ENTER)
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    self->launches_.fetch_add(1, std::memory_order_relaxed);
     self->table_.enter(cb->correlationId, self->section_ ? self->section_() : kNoName, thread_tid(), now);
-  else
+  } else {
     self->table_.exit(cb->correlationId, now);
+  }
 }
 
 void CUPTIAPI GpuCapture::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -264,9 +436,10 @@ void CUPTIAPI GpuCapture::on_buffer_requested(uint8_t** buffer, size_t* size, si
 void CUPTIAPI GpuCapture::on_buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
                                               size_t valid_size) {
   GpuCapture* self = g_active.load(std::memory_order_acquire);
-  if (!self || !buffer) return;
+  // A forked child returns at once: the pool, the tables and CUPTI belong to the parent.
+  if (!self || !buffer || self->inert_.load(std::memory_order_relaxed)) return;
   try {
-    if (!self->inert_.load(std::memory_order_relaxed)) self->consume(buffer, valid_size);
+    self->consume(buffer, valid_size);
     size_t dropped = 0;
     if (self->api_.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS && dropped)
       self->cupti_dropped_.fetch_add(dropped, std::memory_order_relaxed);
@@ -275,21 +448,32 @@ void CUPTIAPI GpuCapture::on_buffer_completed(CUcontext context, uint32_t stream
   self->pool_.release(buffer);
 }
 
+// The buffer is parsed and joined to its launches before the data mutex is taken (the flush
+// thread may hold it); only the additions to the window happen under it.
 void GpuCapture::consume(uint8_t* buffer, size_t valid_size) {
-  std::lock_guard<std::mutex> lock(data_mu_);
+  struct Parsed {
+    GpuRecord r;
+    LaunchInfo launch;
+    bool matched;
+  };
+  thread_local std::vector<Parsed> parsed;  // CUPTI's worker thread (or the flush thread), reused
+  parsed.clear();
+  uint64_t no_timestamp = 0;
   CUpti_Activity* rec = nullptr;
   while (valid_size && api_.next_record(buffer, valid_size, &rec) == CUPTI_SUCCESS) {
-    GpuRecord r;
-    switch (parse_record(rec, &r)) {
-      case ParseResult::ok: {
-        LaunchInfo launch;
-        agg_.add(r, table_.find(r.correlation, &launch) ? &launch : nullptr);
+    Parsed p{};
+    switch (parse_record(rec, &p.r)) {
+      case ParseResult::ok:
+        p.matched = table_.find(p.r.correlation, &p.launch);
+        parsed.push_back(p);
         break;
-      }
-      case ParseResult::no_timestamp: ++no_timestamp_; break;
+      case ParseResult::no_timestamp: ++no_timestamp; break;
       case ParseResult::other_kind: break;
     }
   }
+  std::lock_guard<std::mutex> lock(data_mu_);
+  no_timestamp_ += no_timestamp;
+  for (const Parsed& p : parsed) agg_.add(p.r, p.matched ? &p.launch : nullptr);
 }
 
 }  // namespace laggard::cupti

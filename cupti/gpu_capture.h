@@ -35,6 +35,17 @@ struct GpuCaptureOptions {
 struct ClockSync {
   int64_t gpu_to_epoch_ns = 0;  // epoch ns = CUPTI timestamp + this
   int64_t uncertainty_ns = 0;   // width of the tightest bracket
+  int64_t epoch_ns = 0;         // the bracket's middle, host epoch ns ...
+  uint64_t gpu = 0;             // ... and the CUPTI timestamp read there (0: no measurement)
+};
+
+// CUPTI timestamps measured against the host clock at successive window closes: nanoseconds
+// run at 1 tick per ns; a timestamp callback returning cycles (Kineto's TSC) does not.
+struct ClockCheck {
+  static constexpr double kTolerance = 1e-3;  // NTP slews at most 500 ppm
+  double ticks_per_ns = 1.0;                   // the rate in use for conversion
+  std::string problem;                         // set when this window's times are unreliable
+  std::string note;                            // a change worth one log line
 };
 
 class GpuCapture {
@@ -62,6 +73,15 @@ class GpuCapture {
   // Forked child: every callback returns at once from now on.
   void make_inert() { inert_.store(true, std::memory_order_relaxed); }
 
+  // Process exit: from now on this capture makes no CUPTI call. Returns false when a CUPTI call
+  // is still under way after `wait_ns` (a stuck flush thread): CUPTI must not be torn down then.
+  bool close_for_exit(int64_t wait_ns);
+
+  // Why attach failed with the CUPTI result it failed on (CUPTI_ERROR_NOT_INITIALIZED: this
+  // libcupti does not work with this driver; try another).
+  CUptiResult attach_result() const { return attach_result_; }
+  uint32_t cupti_version() const { return version_; }
+
   bool attached() const { return attached_; }
   bool capturing() const { return capturing_; }
   const std::vector<CUpti_CallbackId>& runtime_callbacks() const { return runtime_cbids_; }
@@ -76,9 +96,16 @@ class GpuCapture {
 
  private:
   void choose_callbacks();
+  std::string subscribe();
   std::string set_capturing(bool on);
+  void enable_kinds();
   void consume(uint8_t* buffer, size_t valid_size);
   ClockSync measure_clock();
+  ClockCheck check_clock(const ClockSync& now);
+  void watch_other_clients();
+  std::string starvation(uint64_t launches, uint64_t records);
+  bool enter_cupti();
+  void leave_cupti() { in_cupti_.fetch_sub(1, std::memory_order_acq_rel); }
 
   CuptiApi& api_;
   const GpuCaptureOptions opt_;
@@ -86,6 +113,9 @@ class GpuCapture {
   CorrelationTable table_;
   BufferPool pool_;
   std::atomic<bool> inert_{false};
+  std::atomic<bool> closed_{false};   // process exit: no more CUPTI calls
+  std::atomic<int> in_cupti_{0};      // CUPTI calls under way from attach/tick/close_window
+  std::atomic<uint64_t> launches_{0}; // launch callbacks (API enter) in the open window
 
   std::mutex control_mu_;  // attach, tick, close_window
   CUpti_SubscriberHandle subscriber_ = nullptr;
@@ -94,7 +124,19 @@ class GpuCapture {
   uint64_t open_window_ = 0;
   int64_t epoch_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC, at attach
   ClockSync clock_;
+  ClockSync last_point_;          // the previous window close's measurement
+  double clock_rate_ = 1.0;       // CUPTI ticks per ns in use
+  double last_rate_ = 0;          // measured over the previous window (0: none)
+  bool changed_last_window_ = false;  // the previous window's clock check found a change
   uint64_t seen_declined_ = 0;
+  CUptiResult attach_result_ = CUPTI_SUCCESS;
+  uint32_t version_ = 0;
+  // Other CUPTI clients (activity_watch.h).
+  uint64_t seen_takes_ = 0, seen_timestamp_callbacks_ = 0;
+  bool foreign_holds_ = false;       // another client's buffers are registered
+  bool held_this_window_ = false;    // ... at some point during the open window
+  std::string taker_, timestamp_owner_;
+  int empty_windows_ = 0;            // consecutive sampled windows with launches but no records
 
   std::mutex data_mu_;  // aggregator and the counters below
   GpuAggregator agg_;

@@ -24,6 +24,11 @@ extern std::atomic<Capture*> g_capture;
 // (rank detection, flush thread, exit and signal hooks). Returns whether capture is on.
 bool activate_capture();
 
+// Writes the final window and stops capture, as the exit handler does; safe to call again.
+// For sources that register an exit handler of their own after loading a library whose
+// static destructors must run after laggard's last flush (cupti/cupti_source.cpp).
+void finish_capture_at_exit();
+
 // Innermost open kept section of the calling thread; for a thread with none open, the main
 // thread's (PyTorch launches backward kernels from autograd threads while the main thread is
 // inside "backward"). kNoName if neither has one. For attributing work launched from this

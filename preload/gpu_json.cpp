@@ -37,7 +37,11 @@ const char* gpu_kind_name(GpuRecordKind kind) {
 void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) {
   j.begin_object()
       .field("sampled", g.sampled)
-      .field("clock_offset_ns", g.clock_offset_ns);
+      .field("clock_offset_ns", g.clock_offset_ns)
+      .field("launches", g.launches);
+  if (!g.starved.empty()) j.field("starved", g.starved);
+  if (g.clock_ticks_per_ns != 1.0) j.field("clock_ticks_per_ns", g.clock_ticks_per_ns);
+  if (!g.clock_problem.empty()) j.field("clock_problem", g.clock_problem);
   j.key("strings").array(g.strings);
 
   j.key("kernels").begin_array();

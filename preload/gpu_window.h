@@ -53,6 +53,11 @@ struct GpuWindow {
   bool present = false;         // CUPTI capture was attached during this window
   bool sampled = false;         // capture was switched on for this window (LAGGARD_PROFILING_INTERVAL)
   int64_t clock_offset_ns = 0;  // host epoch - CUPTI timestamp, measured at this window's close
+  // Schema v4 (docs/schema.md, "Version 4: CUPTI").
+  uint64_t launches = 0;        // launch callbacks seen while capture was on
+  std::string starved;          // why CUPTI delivered (almost) nothing although kernels were launched
+  double clock_ticks_per_ns = 1.0;  // CUPTI timestamp units per ns (not 1: another client's callback)
+  std::string clock_problem;    // GPU times of this window are not reliable, and why
   std::vector<std::string> strings;
   std::vector<GpuKernelStats> kernels;
   GpuRecords records;           // up to kGpuRecordsPerWindow; the rest are counted, not stored
@@ -62,6 +67,7 @@ struct GpuWindow {
 struct GpuStatus {
   std::string cupti;            // "on", "off: why", "idle: ..." (empty: not reported)
   std::string library;          // the libcupti that was loaded
+  uint32_t version = 0;         // cuptiGetVersion (CUPTI_API_VERSION of the library); 0: unknown
   bool has_clock = false;
   int64_t clock_offset_ns = 0;          // host epoch - CUPTI timestamp
   int64_t clock_uncertainty_ns = 0;     // width of the tightest measurement bracket

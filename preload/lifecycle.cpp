@@ -392,6 +392,7 @@ void register_source(const SourceHooks& hooks) { sources().push_back(hooks); }
 
 const FileInfo* active_file_info() { return g_state.load() == 1 && g_rt ? &g_rt->info : nullptr; }
 std::string active_run_dir() { return g_state.load() == 1 && g_rt ? g_rt->writer->run_dir() : std::string(); }
+void finish_capture_at_exit() { on_atexit(); }
 
 bool activate_capture() {
   if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;

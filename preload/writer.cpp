@@ -163,6 +163,7 @@ std::string SegmentWriter::render_header(const DropCounters& totals, bool final,
   j.field("cupti", gpu_status_.cupti.empty() ? std::string(info_.cupti_enabled ? "idle" : "off: LAGGARD_CUPTI=0")
                                              : gpu_status_.cupti);
   if (!gpu_status_.library.empty()) j.field("cupti_library", gpu_status_.library);
+  if (gpu_status_.version) j.field("cupti_version", gpu_status_.version);
   if (!info_.nccl_status.empty()) j.field("nccl", info_.nccl_status);
   j.end_object();
   j.key("dropped");

@@ -126,6 +126,10 @@ struct CaptureWindow {
   std::vector<KernelWindowStats> kernel_stats;
   std::vector<GpuActivity> gpu;
   bool gpu_sampled = false;
+  // Schema v4 (docs/schema.md, "Version 4: CUPTI"): empty / 0 in older files.
+  uint64_t gpu_launches = 0;        // launch callbacks seen while GPU capture was on
+  std::string gpu_starved;          // CUPTI's records went elsewhere (another CUPTI client), and why
+  std::string gpu_clock_problem;    // GPU times of this window are unreliable, and why
   // NCCL (profiler plugin).
   std::vector<Collective> collectives;
   // GPU health (NVML), schema version 4; empty when not sampled.

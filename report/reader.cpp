@@ -271,6 +271,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     model.ranks.push_back(std::move(procs.front()));
   }
   for (RankData& r : model.ranks) finish_nccl_rank(r, model.problems);
+  for (RankData& r : model.ranks) finish_gpu_rank(r, model.problems);
 
   // World size: what the ranks say (they should agree), or what the user says.
   std::set<int> sizes;

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace laggard::report {
 namespace {
 
@@ -31,6 +33,9 @@ uint32_t lookup(const std::vector<uint32_t>& ids, const json& v) {
 
 void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out) {
   out.gpu_sampled = g.value("sampled", false);
+  out.gpu_launches = g.value("launches", uint64_t{0});
+  out.gpu_starved = g.value("starved", std::string());
+  out.gpu_clock_problem = g.value("clock_problem", std::string());
   std::vector<uint32_t> ids;
   for (const json& s : g.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
 
@@ -101,6 +106,33 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
     a.graph = f & 2u;
     out.gpu.push_back(a);
   }
+}
+
+void finish_gpu_rank(RankData& r, std::vector<Problem>& problems) {
+  size_t starved = 0, unreliable = 0, gpu_windows = 0;
+  std::string reason, clock_reason;
+  for (const CaptureWindow& w : r.windows) {
+    if (w.gpu_sampled || !w.kernel_stats.empty()) ++gpu_windows;
+    if (!w.gpu_starved.empty()) {
+      ++starved;
+      reason = w.gpu_starved;  // the latest says most
+    }
+    if (!w.gpu_clock_problem.empty()) {
+      ++unreliable;
+      clock_reason = w.gpu_clock_problem;
+    }
+  }
+  if (starved) {
+    problems.push_back({"gpu_starved", r.rank, "",
+                        fmt::format("rank {}: no GPU records in {} of {} windows although kernels were launched: {}",
+                                    r.rank, starved, gpu_windows, reason)});
+    if (r.cupti_status == "on")
+      r.cupti_status = fmt::format("starved in {} of {} windows: {}", starved, gpu_windows, reason);
+  }
+  if (unreliable)
+    problems.push_back({"gpu_clock", r.rank, "",
+                        fmt::format("rank {}: GPU times unreliable in {} window(s): {}", r.rank, unreliable,
+                                    clock_reason)});
 }
 
 }  // namespace laggard::report

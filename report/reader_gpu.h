@@ -12,4 +12,8 @@ namespace laggard::report {
 // into a Problem for the file.
 void read_gpu_window(const nlohmann::json& gpu, int64_t window_start_ns, StringTable& strings, CaptureWindow& out);
 
+// After a rank's windows are read: starved windows and windows with unreliable GPU times
+// become problems, and a cupti status of "on" says it was starved (schema v4).
+void finish_gpu_rank(RankData& rank, std::vector<Problem>& problems);
+
 }  // namespace laggard::report

@@ -61,6 +61,7 @@ void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& o
       continue;
     }
     std::string notes;
+    if (r.cupti_status.rfind("starved", 0) == 0) notes += "CUPTI " + r.cupti_status.substr(0, r.cupti_status.find(':')) + "; ";
     if (r.lost) notes += fmt::format("{} lost; ", r.lost);
     if (r.unmatched) notes += fmt::format("{} unattributed; ", r.unmatched);
     if (r.buffer_full) notes += fmt::format("buffers full {}x; ", r.buffer_full);

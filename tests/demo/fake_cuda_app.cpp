@@ -5,16 +5,25 @@
 //
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
 //                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
-//                         [--nvtx-first] [--autograd-thread]
+//                         [--nvtx-first] [--autograd-thread] [--profiler-steps A:B]
 //
 // Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
 // then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
 // --nvtx-first marks an "init" range before cuInit (laggard then starts with NVTX, not CUDA).
 // --autograd-thread launches the backward kernels from a second thread that holds no NVTX range
 // while the main thread waits inside "backward", as PyTorch's autograd engine does.
+// --profiler-steps A:B plays torch.profiler running from step A to step B: at A, what Kineto does
+// when it starts (a timestamp callback returning TSC-like cycles, its own activity buffers,
+// kernels/copies/sets enabled); at B, what it does when it stops (flush, kinds disabled; the
+// callbacks stay). Kineto is linked against libcupti, so its calls bind by symbol lookup: here
+// dlsym(RTLD_DEFAULT), which finds a preloaded library's definitions first, as the dynamic
+// linker would. Prints "profiler records=N" at the end.
+#include <cupti.h>
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
+#include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +32,52 @@
 #include <thread>
 
 namespace {
+
+// ---- the torch.profiler stand-in (see --profiler-steps) ----
+using RecordsIn = unsigned long long (*)(unsigned char*, unsigned long long);
+RecordsIn g_records_in = nullptr;
+std::atomic<unsigned long long> g_profiler_records{0};
+
+uint64_t CUPTIAPI profiler_cycles() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>((double(ts.tv_sec) * 1e9 + double(ts.tv_nsec)) * 2.5);  // a 2.5 GHz TSC
+}
+void CUPTIAPI profiler_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, 1 << 16));
+  *size = 1 << 16;
+  *max_records = 0;
+}
+void CUPTIAPI profiler_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  if (buffer && g_records_in) g_profiler_records += g_records_in(buffer, valid);
+  std::free(buffer);
+}
+
+template <class F>
+F cupti_fn(const char* name) {
+  auto f = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+  if (!f) {
+    std::fprintf(stderr, "laggard-fake-cuda-app: no %s\n", name);
+    std::exit(2);
+  }
+  return f;
+}
+
+constexpr CUpti_ActivityKind kProfilerKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                                 CUPTI_ACTIVITY_KIND_MEMSET};
+
+void profiler_start() {  // libkineto: configureCuptiTimestampSource, then enableCuptiActivities
+  cupti_fn<decltype(&cuptiActivityRegisterTimestampCallback)>("cuptiActivityRegisterTimestampCallback")(
+      &profiler_cycles);
+  cupti_fn<decltype(&cuptiActivityRegisterCallbacks)>("cuptiActivityRegisterCallbacks")(&profiler_requested,
+                                                                                          &profiler_completed);
+  for (auto k : kProfilerKinds) cupti_fn<decltype(&cuptiActivityEnable)>("cuptiActivityEnable")(k);
+}
+
+void profiler_stop() {  // libkineto: flush, then disableCuptiActivities
+  cupti_fn<decltype(&cuptiActivityFlushAll)>("cuptiActivityFlushAll")(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (auto k : kProfilerKinds) cupti_fn<decltype(&cuptiActivityDisable)>("cuptiActivityDisable")(k);
+}
 
 using Launch = unsigned (*)(const char*, unsigned, unsigned, unsigned long long, int);
 using Memcpy = unsigned (*)(unsigned long long);
@@ -40,6 +95,7 @@ int main(int argc, char** argv) {
   int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
   double step_ms = 30, slow_factor = 1, wait_ms = 0;
   bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
+  int profiler_from = -1, profiler_to = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -58,6 +114,9 @@ int main(int argc, char** argv) {
     else if (a == "--no-init") init = false;
     else if (a == "--nvtx-first") nvtx_first = true;
     else if (a == "--autograd-thread") autograd_thread = true;
+    else if (a == "--profiler-steps") {
+      if (std::sscanf(next(), "%d:%d", &profiler_from, &profiler_to) != 2) usage("--profiler-steps A:B");
+    }
     else usage(("unknown option " + a).c_str());
   }
   if (cuda.empty()) usage("--cuda PATH is required");
@@ -67,6 +126,7 @@ int main(int argc, char** argv) {
   auto launch = reinterpret_cast<Launch>(dlsym(h, "fake_cuda_launch"));
   auto copy = reinterpret_cast<Memcpy>(dlsym(h, "fake_cuda_memcpy"));
   if (!cu_init || !launch || !copy) usage("not the fake libcuda");
+  g_records_in = reinterpret_cast<RecordsIn>(dlsym(h, "fake_cuda_records_in"));
   if (nvtx_first) {
     nvtxRangePushA("init");
     nvtxRangePop();
@@ -85,6 +145,8 @@ int main(int argc, char** argv) {
   };
   long fwd = 0, bwd = 0, nccl = 0, stray = 0, copies = 0;
   for (int s = 0; s < steps; ++s) {
+    if (s == profiler_from) profiler_start();
+    if (s == profiler_to) profiler_stop();
     push("step");
     push("forward");
     for (int k = 0; k < kernels; ++k, ++fwd) launch("fwd_gemm", 64, 256, 100'000, 0);
@@ -107,5 +169,6 @@ int main(int argc, char** argv) {
   }
   std::printf("launched fwd_gemm=%ld bwd_gemm=%ld nccl=%ld stray_kernel=%ld memcpy=%ld\n", fwd, bwd, nccl, stray,
               copies);
+  if (profiler_from >= 0) std::printf("profiler records=%llu\n", g_profiler_records.load());
   return 0;
 }

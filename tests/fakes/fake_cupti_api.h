@@ -32,6 +32,12 @@ class FakeCupti final : public cupti::CuptiApi {
   }
   CUptiResult dropped_records(CUcontext c, uint32_t s, size_t* n) override { return core.dropped_records(c, s, n); }
   CUptiResult timestamp(uint64_t* ns) override { return core.timestamp(ns); }
+  CUptiResult subscribe_v2(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud,
+                           CUpti_SubscriberParams* p) override {
+    return core.have_subscribe_v2 ? core.subscribe_v2(s, cb, ud, p) : CUPTI_ERROR_NOT_SUPPORTED;
+  }
+  CUptiResult version(uint32_t* v) override { return core.get_version(v); }
+  CUptiResult enable_device_graph(uint8_t en) override { return core.enable_device_graph(en); }
   std::string error_string(CUptiResult r) override { return "fake error " + std::to_string(int(r)); }
   std::string describe() const override { return "fake-cupti"; }
 };

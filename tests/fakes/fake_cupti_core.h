@@ -4,6 +4,13 @@
 // delivered in client-provided buffers through the registered callbacks, dropped records counted
 // when the client declines a buffer. Records are the real CUDA 13 structs from the headers.
 //
+// The activity API is process-wide, as in CUDA 13.0's cupti_activity.h: one pair of buffer
+// callbacks (the last cuptiActivityRegisterCallbacks wins, whoever calls it), one set of enabled
+// kinds (any client's cuptiActivityDisable switches a kind off for everyone), one timestamp
+// source (cuptiActivityRegisterTimestampCallback replaces it for records and cuptiGetTimestamp,
+// which the header says is "normalized to correspond with" record timestamps). SecondClient
+// below plays the other client the way Kineto (torch.profiler) does it.
+//
 // Used in-process by the unit tests (wrapped as a CuptiApi) and, exported as C functions, by the
 // fake libcuda.so.1 that the integration tests load into real processes.
 #pragma once
@@ -11,9 +18,12 @@
 #include <cupti.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -42,17 +52,35 @@ class FakeCuptiCore {
  public:
   // ---- behaviour switches for tests ----
   bool refuse_subscribe = false;   // as if another CUPTI client were subscribed
+  std::string other_subscriber = "CUPTI for Nsight Systems";  // what cuptiSubscribe_v2 names then
+  bool have_subscribe_v2 = true;   // cuptiSubscribe_v2 (CUDA 13.0) available
+  bool not_initialized = false;    // every call fails as with a CUPTI too new for the driver
+  uint32_t api_version = CUPTI_API_VERSION;
   bool have_callback_names = true; // cuptiGetCallbackName available
   int64_t clock_skew_ns = 0;       // CUPTI timestamp = CLOCK_REALTIME + skew
   size_t records_per_buffer = 0;   // 0: as many as fit
   size_t hold_buffers = 0;         // request this many buffers before delivering any
+  std::function<void()> on_flush;  // runs at the start of every cuptiActivityFlushAll (e.g. to block)
 
   // ---- CUPTI API ----
   CUptiResult subscribe(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud) {
+    return subscribe_v2(s, cb, ud, nullptr);
+  }
+  // cupti_callbacks.h: the new subscriber's name, and on MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED the
+  // existing subscriber's name written to oldSubscriberName.
+  CUptiResult subscribe_v2(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud, CUpti_SubscriberParams* p) {
+    if (not_initialized) return CUPTI_ERROR_NOT_INITIALIZED;
+    if (p && p->structSize < CUpti_SubscriberParams_STRUCT_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
     std::lock_guard<std::mutex> l(mu_);
-    if (refuse_subscribe || callback_) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    if (refuse_subscribe || callback_) {
+      std::string old = refuse_subscribe ? other_subscriber : subscriber_name_;
+      if (p && p->oldSubscriberName && p->oldSubscriberSize)
+        std::snprintf(p->oldSubscriberName, p->oldSubscriberSize, "%s", old.c_str());
+      return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
     callback_ = cb;
     userdata_ = ud;
+    subscriber_name_ = p && p->subscriberName ? std::string("CUPTI for ") + p->subscriberName : "CUPTI";
     *s = reinterpret_cast<CUpti_SubscriberHandle>(this);
     return CUPTI_SUCCESS;
   }
@@ -60,6 +88,23 @@ class FakeCuptiCore {
     std::lock_guard<std::mutex> l(mu_);
     callback_ = nullptr;
     enabled_cbs_.clear();
+    subscriber_name_.clear();
+    return CUPTI_SUCCESS;
+  }
+  CUptiResult get_version(uint32_t* v) {
+    *v = api_version;
+    return CUPTI_SUCCESS;
+  }
+  // "needs to be called before initialization of CUDA": the fake only remembers the setting.
+  CUptiResult enable_device_graph(uint8_t enable) {
+    std::lock_guard<std::mutex> l(mu_);
+    device_graph_ = enable != 0;
+    return CUPTI_SUCCESS;
+  }
+  CUptiResult register_timestamp_callback(CUpti_TimestampCallbackFunc fn) {
+    if (!fn) return CUPTI_ERROR_INVALID_PARAMETER;
+    std::lock_guard<std::mutex> l(mu_);
+    timestamp_fn_ = fn;
     return CUPTI_SUCCESS;
   }
   CUptiResult enable_callback(uint32_t en, CUpti_SubscriberHandle, CUpti_CallbackDomain d, CUpti_CallbackId id) {
@@ -88,13 +133,18 @@ class FakeCuptiCore {
     *name = it->second;
     return CUPTI_SUCCESS;
   }
+  // Process-wide: replaces whatever another client registered.
   CUptiResult register_buffers(CUpti_BuffersCallbackRequestFunc rq, CUpti_BuffersCallbackCompleteFunc done) {
+    if (not_initialized) return CUPTI_ERROR_NOT_INITIALIZED;
+    if (!rq || !done) return CUPTI_ERROR_INVALID_PARAMETER;
     std::lock_guard<std::mutex> l(mu_);
     request_ = rq;
     complete_ = done;
+    ++registrations_;
     return CUPTI_SUCCESS;
   }
   CUptiResult enable_kind(CUpti_ActivityKind k) {
+    if (not_initialized) return CUPTI_ERROR_NOT_INITIALIZED;
     std::lock_guard<std::mutex> l(mu_);
     kinds_.insert(k);
     return CUPTI_SUCCESS;
@@ -108,8 +158,10 @@ class FakeCuptiCore {
     *ns = now();
     return CUPTI_SUCCESS;
   }
+  // The count is reset by every read (cupti_activity.h), and counted as a CUPTI call here.
   CUptiResult dropped_records(CUcontext, uint32_t, size_t* n) {
     std::lock_guard<std::mutex> l(mu_);
+    ++dropped_queries_;
     *n = dropped_;
     dropped_ = 0;
     return CUPTI_SUCCESS;
@@ -129,6 +181,11 @@ class FakeCuptiCore {
   }
   // Delivers every queued record through the client's buffers (the flag does not matter here).
   CUptiResult flush_all(uint32_t) {
+    if (on_flush) on_flush();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++flushes_;
+    }
     std::vector<std::vector<uint8_t>> records;
     CUpti_BuffersCallbackRequestFunc rq;
     CUpti_BuffersCallbackCompleteFunc done;
@@ -188,7 +245,39 @@ class FakeCuptiCore {
   }
 
   // ---- driving it from a test ----
-  uint64_t now() const { return uint64_t(int64_t(realtime_now_ns()) + clock_skew_ns); }
+  uint64_t now() {
+    CUpti_TimestampCallbackFunc fn;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      fn = timestamp_fn_;
+    }
+    return fn ? fn() : uint64_t(int64_t(realtime_now_ns()) + clock_skew_ns);
+  }
+  bool device_graph() {
+    std::lock_guard<std::mutex> l(mu_);
+    return device_graph_;
+  }
+  uint64_t registrations() {
+    std::lock_guard<std::mutex> l(mu_);
+    return registrations_;
+  }
+  uint64_t flushes() {
+    std::lock_guard<std::mutex> l(mu_);
+    return flushes_;
+  }
+  uint64_t dropped_queries() {
+    std::lock_guard<std::mutex> l(mu_);
+    return dropped_queries_;
+  }
+  // Whose buffer callback pair is registered now.
+  bool buffers_registered_by(CUpti_BuffersCallbackRequestFunc rq) {
+    std::lock_guard<std::mutex> l(mu_);
+    return request_ == rq;
+  }
+  void add_dropped(size_t n) {
+    std::lock_guard<std::mutex> l(mu_);
+    dropped_ += n;
+  }
 
   bool callback_enabled(CUpti_CallbackDomain d, CUpti_CallbackId id) {
     std::lock_guard<std::mutex> l(mu_);
@@ -316,6 +405,10 @@ class FakeCuptiCore {
   }
 
   std::mutex mu_;
+  std::string subscriber_name_;
+  CUpti_TimestampCallbackFunc timestamp_fn_ = nullptr;
+  bool device_graph_ = false;
+  uint64_t registrations_ = 0, dropped_queries_ = 0, flushes_ = 0;
   CUpti_CallbackFunc callback_ = nullptr;
   void* userdata_ = nullptr;
   std::set<std::pair<int, uint32_t>> enabled_cbs_;
@@ -326,6 +419,65 @@ class FakeCuptiCore {
   std::deque<std::string> names_;  // stable pointers, one per distinct name (as CUPTI shares them)
   size_t dropped_ = 0;
   uint32_t next_corr_ = 1;
+};
+
+// A second CUPTI client in the same process, doing to the activity API what Kineto does when
+// torch.profiler starts and stops (libkineto/src/CuptiActivityProfiler.cpp, configureGpuTracing;
+// CuptiActivityApi.cpp, enableCuptiActivities / disableCuptiActivities; CuptiTimestamp.cpp):
+//   start: optionally cuptiActivityRegisterTimestampCallback returning TSC cycles (Kineto's
+//          default on x86 Linux with CUDA >= 11.6), then cuptiActivityRegisterCallbacks with its
+//          own buffer functions, then cuptiActivityEnable for kernels, copies, sets.
+//   stop:  cuptiActivityFlushAll, cuptiActivityDisable for the same kinds. Its buffer callbacks
+//          and its timestamp callback stay registered (Kineto never unregisters either).
+// Kineto's own cuptiSubscribe fails while another subscriber exists; its activity API does not
+// need one. Buffer callbacks carry no user data, so one SecondClient at a time.
+class SecondClient {
+ public:
+  static constexpr double kCyclesPerNs = 2.5;  // a 2.5 GHz TSC
+
+  explicit SecondClient(FakeCuptiCore& core) : core_(core) { current() = this; }
+  ~SecondClient() { current() = nullptr; }
+
+  void start(bool cycles_clock) {
+    if (cycles_clock) core_.register_timestamp_callback(&SecondClient::cycles);
+    core_.register_buffers(&SecondClient::requested, &SecondClient::completed);
+    for (auto k : kKinds) core_.enable_kind(k);
+  }
+  void stop() {
+    core_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (auto k : kKinds) core_.disable_kind(k);
+  }
+  uint64_t records() const { return records_; }
+  static CUpti_BuffersCallbackRequestFunc request_fn() { return &SecondClient::requested; }
+  // What the cycles clock reads at epoch time `realtime_ns`.
+  static uint64_t cycles_at(uint64_t realtime_ns) { return uint64_t(double(realtime_ns - base()) * kCyclesPerNs); }
+
+ private:
+  static constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                                  CUPTI_ACTIVITY_KIND_MEMSET};
+  static SecondClient*& current() {
+    static SecondClient* c = nullptr;
+    return c;
+  }
+  static uint64_t base() {
+    static const uint64_t b = realtime_now_ns() - 1'000'000'000ull;  // counter started 1 s ago
+    return b;
+  }
+  static uint64_t CUPTIAPI cycles() { return cycles_at(realtime_now_ns()); }
+  static void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, 1 << 16));
+    *size = 1 << 16;
+    *max_records = 0;
+  }
+  static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+    CUpti_Activity* rec = nullptr;
+    if (SecondClient* self = current())
+      while (FakeCuptiCore::next_record(buffer, valid, &rec) == CUPTI_SUCCESS) ++self->records_;
+    std::free(buffer);
+  }
+
+  FakeCuptiCore& core_;
+  uint64_t records_ = 0;
 };
 
 }  // namespace laggard::fake

@@ -24,7 +24,11 @@ def main():
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-extra", type=int, default=8, help="extra matmuls per step on the slow rank")
     p.add_argument("--ddp", action="store_true")
+    p.add_argument("--profiler-steps", default="",
+                   help="A:B: run torch.profiler (CPU+CUDA) from step A to step B, then go on without it")
     a = p.parse_args()
+    prof_from, prof_to = (int(v) for v in a.profiler_steps.split(":")) if a.profiler_steps else (-1, -1)
+    prof, prof_kernels = None, None
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -46,6 +50,13 @@ def main():
 
     times = []
     for step in range(a.steps):
+        if step == prof_from:
+            acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            prof = torch.profiler.profile(activities=acts)
+            prof.start()  # Kineto: its own CUPTI activity buffers, kinds on (laggard starves meanwhile)
+        if step == prof_to and prof is not None:
+            prof.stop()   # Kineto: flush, kinds off (laggard takes the activity API back)
+            prof_kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
         t0 = time.perf_counter()
         with nvtx.range("step"):
             with nvtx.range("forward"):
@@ -69,7 +80,10 @@ def main():
         times.append(time.perf_counter() - t0)
     if a.ddp:
         dist.destroy_process_group()
-    print(json.dumps({"rank": rank, "steps": a.steps, "median_step_ms": 1e3 * statistics.median(times[5:] or times)}))
+    line = {"rank": rank, "steps": a.steps, "median_step_ms": 1e3 * statistics.median(times[5:] or times)}
+    if prof_kernels is not None:
+        line["profiler_gpu_events"] = prof_kernels
+    print(json.dumps(line))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "cupti_loader.h"
 #include "gpu_aggregator.h"
 #include "records.h"
+#include "temp_dir.h"
 
 namespace laggard::cupti {
 namespace {
@@ -200,7 +201,7 @@ TEST(GpuAggregator, MedianOfALargeKeyIsFromAUniformSample) {
 TEST(CuptiLoader, ExplicitPathIsTheOnlyPlaceTried) {
   EXPECT_EQ(cupti_candidates({"/opt/x/libcupti.so.12", "/cuda"}), std::vector<std::string>{"/opt/x/libcupti.so.12"});
   auto dir = cupti_candidates({"/tmp", ""});
-  ASSERT_EQ(dir.size(), 3u);
+  ASSERT_EQ(dir.size(), 4u);  // libcupti.so.13, .12, .11, .so
   EXPECT_EQ(dir[0], "/tmp/libcupti.so.13");
   EXPECT_EQ(dir[1], "/tmp/libcupti.so.12");
 }
@@ -232,6 +233,64 @@ TEST(CuptiLoader, NoDriverLoadedMeansCudaIsNotInitialized) {
   std::ifstream maps("/proc/self/maps");
   std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text.find("libcuda.so"), std::string::npos);
+}
+
+// Issue 9 item 9: which libcupti.
+TEST(CuptiLoader, SonamesFollowTheDriversCudaVersion) {
+  using V = std::vector<std::string>;
+  // A CUDA 12.4 driver: CUPTI 13 would answer CUPTI_ERROR_NOT_INITIALIZED, so it comes last.
+  EXPECT_EQ(cupti_sonames(12040), (V{"libcupti.so.12", "libcupti.so.11", "libcupti.so.13", "libcupti.so"}));
+  EXPECT_EQ(cupti_sonames(13000), (V{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11", "libcupti.so"}));
+  EXPECT_EQ(cupti_sonames(0), (V{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11", "libcupti.so"}));
+}
+
+TEST(CuptiLoader, LooksNextToALoadedCudartAndInPipWheelsBeforeTheToolkit) {
+  LoaderOptions o;
+  o.driver_version = 12040;
+  o.cudart_dirs = {"/sp/nvidia/cuda_runtime/lib"};
+  o.wheel_dirs = {"/sp/nvidia/cuda_cupti/lib"};
+  o.cuda_home = "/opt/cuda";
+  auto c = cupti_candidates(o);
+  auto pos = [&](const std::string& p) { return std::find(c.begin(), c.end(), p) - c.begin(); };
+  ASSERT_LT(pos("/sp/nvidia/cuda_runtime/lib/libcupti.so.12"), long(c.size()));
+  EXPECT_EQ(c[0], "/sp/nvidia/cuda_runtime/lib/libcupti.so.12");
+  EXPECT_LT(pos("/sp/nvidia/cuda_runtime/lib/../../cuda_cupti/lib/libcupti.so.12"),
+            pos("/sp/nvidia/cuda_cupti/lib/libcupti.so.12"));
+  EXPECT_LT(pos("/sp/nvidia/cuda_cupti/lib/libcupti.so.12"), pos("/opt/cuda/lib64/libcupti.so.12"));
+  EXPECT_LT(pos("/opt/cuda/lib64/libcupti.so.12"), pos("/usr/local/cuda/lib64/libcupti.so.12"));
+  EXPECT_LT(pos("/sp/nvidia/cuda_cupti/lib/libcupti.so.12"), pos("/sp/nvidia/cuda_cupti/lib/libcupti.so.13"));
+  EXPECT_EQ(c.back(), "libcupti.so");
+}
+
+TEST(CuptiLoader, MovesOnToTheNextCandidateWhenCuptiIsNotInitialized) {
+  laggard::testing::TempDir dir("laggard-cupti-loader");
+  // Two distinct files with every CUPTI function (copies of the fake driver), as a CUPTI 13
+  // and a CUPTI 12 in one directory.
+  std::filesystem::copy_file(LAGGARD_FAKE_CUDA, dir.path / "libcupti.so.13");
+  std::filesystem::copy_file(LAGGARD_FAKE_CUDA, dir.path / "libcupti.so.12");
+  std::vector<std::string> offered;
+  auto accept = [&](CuptiApi& api, std::string* why) {
+    offered.push_back(api.describe());
+    if (offered.size() == 1) {
+      *why = "CUPTI_ERROR_NOT_INITIALIZED";
+      return Accept::next;
+    }
+    return Accept::use;
+  };
+  LoadResult r = load_cupti({dir.path.string(), ""}, accept);
+  ASSERT_NE(r.api, nullptr) << r.error;
+  ASSERT_EQ(offered.size(), 2u);
+  EXPECT_EQ(offered[0], (dir.path / "libcupti.so.13").string());
+  EXPECT_EQ(r.api->describe(), (dir.path / "libcupti.so.12").string());
+  uint32_t v = 0;
+  EXPECT_EQ(r.api->version(&v), CUPTI_SUCCESS);  // optional functions are found too
+  // Nobody accepting: the error names each refusal.
+  LoadResult none = load_cupti({dir.path.string(), ""}, [](CuptiApi&, std::string* why) {
+    *why = "CUPTI_ERROR_NOT_INITIALIZED";
+    return Accept::next;
+  });
+  EXPECT_EQ(none.api, nullptr);
+  EXPECT_NE(none.error.find("libcupti.so.12: CUPTI_ERROR_NOT_INITIALIZED"), std::string::npos) << none.error;
 }
 
 }  // namespace

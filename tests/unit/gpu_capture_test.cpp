@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "clock.h"
+#include "activity_watch.h"
 #include "fake_cupti_api.h"
 #include "gpu_capture.h"
 
@@ -407,6 +408,229 @@ TEST(GpuCapture, InertAfterForkIgnoresEverything) {
   WindowSnapshot w = f.close();
   EXPECT_FALSE(w.gpu.present);
 }
+
+// ---- issue 9 items 7-11: other CUPTI clients, clock, exit, smaller fixes ----
+
+namespace cross {
+
+using fake::SecondClient;
+
+// The interposer's notes stand for what cupti_interpose.cpp sees Kineto do.
+struct Watched : Fixture {
+  Watched() { reset_foreign_activity(); }
+  ~Watched() { reset_foreign_activity(); }
+};
+
+void launches(FakeCupti& api, int n, const char* name = "k") {
+  for (int i = 0; i < n; ++i) api.core.launch(kernel(name));
+}
+
+TEST(GpuCaptureOtherClient, TakingTheActivityApiStarvesTheWindowWithTheTakersName) {
+  Watched f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  SecondClient kineto(f.api.core);
+  kineto.start(false);
+  note_register_callbacks("libtorch_cuda.so");
+  launches(f.api, 5);
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(w.gpu.launches, 5u);
+  EXPECT_EQ(count(w.gpu, "(no section)", "k"), 0u);
+  EXPECT_NE(w.gpu.starved.find("libtorch_cuda.so"), std::string::npos) << w.gpu.starved;
+  EXPECT_EQ(w.gpu_status.cupti.rfind("starved: ", 0), 0u) << w.gpu_status.cupti;  // never "on"
+  EXPECT_EQ(kineto.records(), 5u);  // the other client got them, and keeps getting them
+  f.cap->tick();
+  EXPECT_TRUE(f.api.core.buffers_registered_by(SecondClient::request_fn()));
+}
+
+TEST(GpuCaptureOtherClient, ActivityApiIsTakenBackWhenTheOtherClientStops) {
+  Watched f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  SecondClient kineto(f.api.core);
+  kineto.start(false);
+  note_register_callbacks("libtorch_cuda.so");
+  launches(f.api, 3);
+  f.close();
+  kineto.stop();  // flushes, then switches kernels, copies and sets off for everyone
+  note_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "libtorch_cuda.so");
+  f.cap->tick();
+  EXPECT_FALSE(f.api.core.buffers_registered_by(SecondClient::request_fn()));
+  EXPECT_TRUE(f.api.core.kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  EXPECT_TRUE(f.api.core.kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  launches(f.api, 4);
+  WindowSnapshot w = f.close();  // the stop and the re-take fell in the window before
+  w = f.close();
+  launches(f.api, 2);
+  w = f.close();
+  EXPECT_EQ(count(w.gpu, "(no section)", "k"), 2u);
+  EXPECT_EQ(w.gpu.starved, "");
+  EXPECT_EQ(w.gpu_status.cupti, "on");
+}
+
+TEST(GpuCaptureOtherClient, AClientHoldingTheApiAtAttachKeepsItUntilItStops) {
+  reset_foreign_activity();
+  FakeCupti api;
+  SecondClient kineto(api.core);
+  kineto.start(false);
+  note_register_callbacks("libtorch_cuda.so");
+  GpuCapture cap(api, {}, &test_section);
+  ASSERT_EQ(cap.attach(0), "");
+  EXPECT_TRUE(api.core.buffers_registered_by(SecondClient::request_fn()));
+  kineto.stop();
+  note_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr);
+  cap.tick();
+  EXPECT_FALSE(api.core.buffers_registered_by(SecondClient::request_fn()));
+  reset_foreign_activity();
+}
+
+TEST(GpuCaptureOtherClient, AnUnseenClientIsFoundByLaunchesWithoutRecords) {
+  Watched f;  // a client the interposer cannot see (static CUPTI): no notes
+  ASSERT_EQ(f.cap->attach(0), "");
+  SecondClient kineto(f.api.core);
+  kineto.start(false);
+  launches(f.api, 3);
+  WindowSnapshot w1 = f.close();
+  EXPECT_EQ(w1.gpu.starved, "");  // one empty window may be kernels still running
+  launches(f.api, 3);
+  WindowSnapshot w2 = f.close();
+  EXPECT_NE(w2.gpu.starved.find("no records for 3 launches"), std::string::npos) << w2.gpu.starved;
+  EXPECT_NE(w2.gpu_status.cupti, "on");
+  // A window without launches is not starved.
+  WindowSnapshot w3 = f.close();
+  EXPECT_EQ(w3.gpu.starved, "");
+}
+
+TEST(GpuCaptureOtherClient, RefusedSubscriptionNamesTheOtherSubscriber) {
+  Fixture f;
+  f.api.core.refuse_subscribe = true;
+  f.api.core.other_subscriber = "CUPTI for Nsight Systems";
+  std::string err = f.cap->attach(0);
+  EXPECT_NE(err.find("(CUPTI for Nsight Systems)"), std::string::npos) << err;
+  Fixture g;  // a CUPTI before 13.0: cuptiSubscribe, no name
+  g.api.core.refuse_subscribe = true;
+  g.api.core.have_subscribe_v2 = false;
+  err = g.cap->attach(0);
+  EXPECT_NE(err.find("another CUPTI client"), std::string::npos) << err;
+}
+
+TEST(GpuCaptureClock, CyclesTimestampCallbackIsDetectedThenConverted) {
+  Watched f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  WindowSnapshot w0 = f.close();
+  EXPECT_EQ(w0.gpu.clock_problem, "");
+  EXPECT_EQ(w0.gpu.clock_ticks_per_ns, 1.0);
+  // Kineto's TSC callback (CuptiTimestamp.cpp): CUPTI's clock now counts 2.5 cycles per ns.
+  SecondClient kineto(f.api.core);
+  kineto.start(true);
+  note_timestamp_callback("libtorch_cuda.so");
+  note_register_callbacks("libtorch_cuda.so");
+  kineto.stop();  // its timestamp callback stays
+  note_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "libtorch_cuda.so");
+  f.cap->tick();  // laggard takes the activity API back
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  WindowSnapshot w1 = f.close();
+  EXPECT_NE(w1.gpu.clock_problem.find("libtorch_cuda.so"), std::string::npos) << w1.gpu.clock_problem;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  f.api.core.launch(kernel("k", 2500));  // 2500 cycles = 1 us
+  int64_t launched = realtime_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  WindowSnapshot w2 = f.close();
+  EXPECT_EQ(w2.gpu.clock_problem, "");
+  EXPECT_NEAR(w2.gpu.clock_ticks_per_ns, SecondClient::kCyclesPerNs, 0.01);
+  ASSERT_EQ(w2.gpu.records.size(), 1u);
+  EXPECT_NEAR(double(w2.gpu.records.dur_ns[0]), 1000.0, 10.0);
+  EXPECT_NEAR(double(w2.gpu.records.start_ns[0]), double(launched), 2e6);
+  ASSERT_EQ(w2.gpu.kernels.size(), 1u);
+  EXPECT_NEAR(double(w2.gpu.kernels[0].total_ns), 1000.0, 10.0);
+}
+
+TEST(GpuCaptureExit, ExitStopsCuptiCallsAndReportsACallStillUnderWay) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  std::atomic<bool> in_flush{false}, release{false};
+  f.api.core.on_flush = [&] {
+    in_flush = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  std::thread stuck([&] { f.cap->tick(); });  // the flush thread, stuck inside CUPTI
+  while (!in_flush) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_FALSE(f.cap->close_for_exit(20'000'000));  // CUPTI must not be torn down under it
+  release = true;
+  stuck.join();
+  f.api.core.on_flush = nullptr;
+  EXPECT_TRUE(f.cap->close_for_exit(20'000'000));
+  uint64_t flushes = f.api.core.flushes();
+  f.cap->tick();
+  WindowSnapshot w = f.close(true);
+  EXPECT_EQ(f.api.core.flushes(), flushes);  // no CUPTI call after exit closed it
+  EXPECT_FALSE(w.gpu.present);
+}
+
+TEST(GpuCaptureSmall, ForkedChildReturnsAtOnceFromTheBufferCallback) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  uint8_t* buf = nullptr;
+  size_t size = 0, max = 0;
+  GpuCapture::on_buffer_requested(&buf, &size, &max);
+  ASSERT_NE(buf, nullptr);
+  f.cap->make_inert();
+  uint64_t queries = f.api.core.dropped_queries();
+  GpuCapture::on_buffer_completed(nullptr, 0, buf, size, 0);
+  EXPECT_EQ(f.api.core.dropped_queries(), queries);  // no CUPTI call from the child
+}
+
+TEST(GpuCaptureSmall, DroppedCountIsReadAtWindowClose) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  f.api.core.add_dropped(7);  // no buffer was completed: only the close's query sees them
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(w.dropped.cupti_records_dropped, 7u);
+}
+
+TEST(GpuCaptureSmall, DeviceGraphRecordsAndVersionAtAttach) {
+  Fixture f;
+  f.api.core.api_version = 130001;
+  ASSERT_EQ(f.cap->attach(0), "");
+  EXPECT_TRUE(f.api.core.device_graph());
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(w.gpu_status.version, 130001u);
+}
+
+TEST(GpuCaptureSmall, NotInitializedIsReportedSoTheLoaderCanMoveOn) {
+  Fixture f;
+  f.api.core.not_initialized = true;
+  EXPECT_NE(f.cap->attach(0), "");
+  EXPECT_EQ(f.cap->attach_result(), CUPTI_ERROR_NOT_INITIALIZED);
+  EXPECT_FALSE(f.cap->attached());
+}
+
+// A window close holds the data mutex only to move the window out, so a buffer completed by
+// CUPTI's worker during the close's sorting lands in the next window, whole.
+TEST(GpuCaptureSmall, BuffersCompletedDuringACloseGoToTheNextWindow) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  for (int i = 0; i < 2000; ++i) f.api.core.launch(kernel("k" + std::to_string(i % 50)));
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    while (!done) {
+      f.api.core.launch(kernel("late"));
+      f.api.core.flush_all(0);
+    }
+  });
+  uint64_t seen = 0;
+  for (int i = 0; i < 5; ++i) {
+    WindowSnapshot w = f.close();
+    for (const auto& k : w.gpu.kernels) seen += k.count;
+  }
+  done = true;
+  worker.join();
+  WindowSnapshot w = f.close();
+  for (const auto& k : w.gpu.kernels) seen += k.count;
+  EXPECT_EQ(w.dropped.cupti_records_dropped, 0u);
+  EXPECT_GE(seen, 2000u);
+}
+
+}  // namespace cross
 
 }  // namespace
 }  // namespace laggard::cupti
