@@ -1,9 +1,10 @@
 #include "config.h"
 
+#include "section_filter.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
 #include <strings.h>
 
 namespace laggard {
@@ -61,13 +62,9 @@ ConfigResult parse_config(const Env& env) {
   }
 
   if (const char* v = env("LAGGARD_SECTIONS"); v && *v) {
-    try {
-      std::regex test(v, std::regex::ECMAScript);
-      c.sections = v;
-    } catch (const std::regex_error& e) {
-      r.warnings.push_back(bad("LAGGARD_SECTIONS", v, std::string("regex error: ") + e.what(),
-                               "all sections"));
-    }
+    std::string error;
+    if (SectionFilter::compile(v, &error)) c.sections = v;
+    else r.warnings.push_back(bad("LAGGARD_SECTIONS", v, "regex: " + error, "all sections"));
   }
 
   if (const char* v = env("LAGGARD_FLUSH_S")) {

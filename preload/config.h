@@ -12,7 +12,7 @@ namespace laggard {
 struct Config {
   bool enabled = true;                    // LAGGARD_ENABLE
   std::string out_dir = "laggard-out";    // LAGGARD_OUT
-  std::string sections;                   // LAGGARD_SECTIONS (ECMAScript regex, empty = all)
+  std::string sections;                   // LAGGARD_SECTIONS (RE2 regex, empty = all)
   double flush_s = 10.0;                  // LAGGARD_FLUSH_S
   LogLevel log = LogLevel::warn;          // LAGGARD_LOG
   int windows_per_file = 30;              // LAGGARD_WINDOWS_PER_FILE

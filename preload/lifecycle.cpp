@@ -33,7 +33,6 @@
 namespace laggard {
 namespace {
 
-constexpr int kMaxNames = 4096;
 constexpr int64_t kDrainTickNs = 50'000'000;      // drain thread buffers 20x a second
 constexpr int64_t kSignalFlushWaitNs = 2'000'000'000;
 constexpr int64_t kExitFlushWaitMs = 10'000;
@@ -55,7 +54,7 @@ struct Runtime {
   std::unique_ptr<SegmentWriter> writer;
   Capture capture{};
   DropCounters totals;
-  uint64_t seen_evicted = 0, seen_names_overflow = 0;
+  uint64_t seen_evicted = 0;
   int64_t flush_interval_ns = 0;
 
   int wake_rd = -1, wake_wr = -1;
@@ -113,9 +112,6 @@ void flush(Runtime& rt, bool final, int signal) {
   uint64_t ev = rt.start_end->evicted();
   extra.start_end_evicted = ev - rt.seen_evicted;
   rt.seen_evicted = ev;
-  uint64_t ov = rt.names->overflowed();
-  extra.names_overflow = ov - rt.seen_names_overflow;
-  rt.seen_names_overflow = ov;
   WindowSnapshot w = rt.recorder->close_window(mono_ns(), extra);
   for (const SourceHooks& src : sources()) {
     try {
@@ -285,7 +281,7 @@ void activate() {
   int64_t start_mono = mono_ns();
   int64_t offset = measure_epoch_offset_ns();
   rt.flush_interval_ns = static_cast<int64_t>(rt.cfg.flush_s * 1e9);
-  rt.names = std::make_unique<NameTable>(rt.cfg.sections, kMaxNames);
+  rt.names = std::make_unique<NameTable>(rt.cfg.sections);
   rt.recorder = std::make_unique<Recorder>(*rt.names, rt.cfg.max_occurrences, offset, start_mono);
   rt.start_end = std::make_unique<StartEndTable>();
 

@@ -48,50 +48,99 @@ size_t wide_to_utf8(const wchar_t* in, char* buf, size_t cap) {
   return n;
 }
 
-NameTable::NameTable(const std::string& filter, size_t max_names) : max_names_(max_names) {
-  if (!filter.empty()) {
-    try {
-      filter_ = std::make_unique<std::regex>(filter, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error&) {
-      filter_.reset();  // config already validated and warned
-    }
-  }
+std::string display_name(std::string_view domain_name, std::string_view message) {
+  if (domain_name.empty()) return std::string(message);
+  std::string out;
+  out.reserve(domain_name.size() + 1 + message.size());
+  out.append(domain_name).append(":").append(message);
+  return out;
 }
 
-const NameEntry* NameTable::add_locked(const void* domain, std::string qualified, std::string message) {
+NameTable::NameTable(const std::string& filter, size_t max_names, size_t max_bytes)
+    : max_names_(max_names), max_bytes_(max_bytes) {
+  if (!filter.empty()) filter_ = SectionFilter::compile(filter, nullptr);  // config warned already
+}
+
+NameTable::~NameTable() {
+  for (auto& chunk : handles_) delete[] chunk.load(std::memory_order_relaxed);
+}
+
+const NameEntry* NameTable::add_locked(const void* domain, std::string domain_name, std::string message) {
   NameEntry e;
   e.id = static_cast<uint32_t>(entries_.size());
   e.domain = domain;
+  e.folded = false;
+  e.display = display_name(domain_name, sanitize_utf8(message));
+  // Matched once here, never per range. A filter copied from nsys' table (":forward" in the
+  // default domain) matches too.
+  e.kept = !filter_ || filter_->matches(e.display) ||
+           (domain_name.empty() && filter_->matches(":" + e.display));
   e.message = std::move(message);
-  e.qualified = std::move(qualified);
-  e.kept = !filter_ || std::regex_search(e.qualified, *filter_);
+  e.domain_name = std::move(domain_name);
+  bytes_ += 4 * (e.message.size() + e.domain_name.size()) + 200;
   entries_.push_back(std::move(e));
   return &entries_.back();
 }
 
+const NameEntry* NameTable::other_locked() {
+  if (!other_) {
+    NameEntry e;
+    e.id = static_cast<uint32_t>(entries_.size());
+    e.kept = true;  // counted and reported as folded, never scored
+    e.folded = true;
+    e.domain = nullptr;
+    e.message = e.display = "(other)";
+    entries_.push_back(std::move(e));
+    other_ = &entries_.back();
+  }
+  return other_;
+}
+
 const NameEntry* NameTable::intern(const void* domain, std::string_view domain_name,
                                    std::string_view message) {
-  std::string key;
-  key.reserve(domain_name.size() + message.size() + 2);
-  if (domain) key.append(domain_name).append("::");
+  // The domain pointer is part of identity (two domains may share a name); it leads the key.
+  std::string key(reinterpret_cast<const char*>(&domain), sizeof domain);
   key.append(message);
   std::lock_guard<std::mutex> lock(mu_);
-  // The domain pointer is part of identity (two domains may share a name); keep it in the key.
-  std::string map_key = std::to_string(reinterpret_cast<uintptr_t>(domain)) + '\x1f' + key;
-  if (auto it = by_key_.find(map_key); it != by_key_.end()) return it->second;
-  if (entries_.size() >= max_names_) {
+  if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
+  if (entries_.size() >= max_names_ || bytes_ >= max_bytes_) {
     ++overflowed_;
-    if (!other_) other_ = add_locked(nullptr, "(other)", "(other)");
-    return other_;
+    return other_locked();
   }
-  const NameEntry* e = add_locked(domain, sanitize_utf8(key), std::string(message));
-  by_key_.emplace(std::move(map_key), e);
+  const NameEntry* e = add_locked(domain, sanitize_utf8(domain_name), std::string(message));
+  by_key_.emplace(std::move(key), e);
   return e;
 }
 
-std::string NameTable::name(uint32_t id) const {
+uintptr_t NameTable::register_string(const NameEntry* entry) {
   std::lock_guard<std::mutex> lock(mu_);
-  return id < entries_.size() ? entries_[id].qualified : std::string("(unknown)");
+  if (auto it = handle_of_.find(entry); it != handle_of_.end()) return it->second;
+  uintptr_t n = handle_count_.load(std::memory_order_relaxed);
+  if (n >= kChunk * kChunks) return 0;
+  std::atomic<const NameEntry**>& chunk = handles_[n / kChunk];
+  if (!chunk.load(std::memory_order_relaxed)) chunk.store(new const NameEntry*[kChunk](), std::memory_order_release);
+  chunk.load(std::memory_order_relaxed)[n % kChunk] = entry;
+  handle_count_.store(n + 1, std::memory_order_release);  // publishes the slot written above
+  handle_of_.emplace(entry, n + 1);
+  return n + 1;
+}
+
+const NameEntry* NameTable::registered(uintptr_t handle) const {
+  if (handle == 0 || handle > handle_count_.load(std::memory_order_acquire)) return nullptr;
+  uintptr_t i = handle - 1;
+  return handles_[i / kChunk].load(std::memory_order_acquire)[i % kChunk];
+}
+
+NameInfo NameTable::info(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id >= entries_.size()) return {"(unknown)", "", false};
+  const NameEntry& e = entries_[id];
+  return {e.display, e.domain_name, e.folded};
+}
+
+uint32_t NameTable::other_id() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return other_locked()->id;
 }
 
 size_t NameTable::size() const {

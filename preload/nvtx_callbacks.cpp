@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -103,42 +104,74 @@ inline uint64_t hash_bytes(const char* s, size_t n, const void* domain) {
   return h ^ (h >> 29);
 }
 
-const char* domain_name(const void* domain) {
-  return domain ? static_cast<const Domain*>(domain)->name.c_str() : "";
+// Domain handles come from domain_create_*; one that does not (a hostile or stale value) is
+// treated as the default domain rather than dereferenced. Slow path only (interning).
+const void* known_domain(const void* domain) {
+  if (!domain) return nullptr;
+  std::lock_guard<std::mutex> lock(g_domains_mu);
+  for (const Domain& d : domains())
+    if (&d == domain) return domain;
+  return nullptr;
 }
 
+const NameEntry* intern(Capture* cap, const void* domain, std::string_view msg) {
+  const void* d = known_domain(domain);
+  // Domain names are immutable once created, so reading one outside the lock is safe.
+  std::string_view dname = d ? std::string_view(static_cast<const Domain*>(d)->name) : std::string_view();
+  return cap->names->intern(d, dname, msg);
+}
+
+// NULL, "" (NVTX3's scoped_range{""}, Python nvtx.annotate() with no message) and an unknown
+// message type all record as this name.
+constexpr const char kUnnamed[] = "(unnamed)";
+
 const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
-  if (!msg) msg = "(unnamed)";
-  size_t n = strnlen(msg, kMaxMessage);
+  size_t n = msg ? strnlen(msg, kMaxMessage) : 0;
+  if (n == 0) {
+    msg = kUnnamed;
+    n = sizeof kUnnamed - 1;
+  }
   uint64_t h = hash_bytes(msg, n, domain);
   ThreadState::Slot& slot = ts->cache[h & (kCacheSlots - 1)];
-  if (slot.hash == h && slot.domain == domain && slot.entry->message.size() == n &&
+  // slot.entry first: an unused slot has hash 0, which a real name may hash to.
+  if (slot.entry && slot.hash == h && slot.domain == domain && slot.entry->message.size() == n &&
       std::memcmp(slot.entry->message.data(), msg, n) == 0)
     return slot.entry;
-  const NameEntry* e = cap->names->intern(domain, domain_name(domain), std::string_view(msg, n));
+  const NameEntry* e = intern(cap, domain, std::string_view(msg, n));
   slot = {h, domain, e};
   return e;
 }
 
 const NameEntry* lookup_wide(Capture* cap, ThreadState* ts, const void* domain, const wchar_t* msg) {
   char buf[kMaxMessage + 1];
-  wide_to_utf8(msg ? msg : L"(unnamed)", buf, sizeof buf);
+  wide_to_utf8(msg, buf, sizeof buf);  // NULL gives ""
+  return lookup(cap, ts, domain, buf);
+}
+
+// A registered string belongs to the domain it is used in (nvToolsExt.h: a handle is registered
+// per domain, but nothing stops an app from using it in another).
+const NameEntry* lookup_registered(Capture* cap, ThreadState* ts, const void* domain, nvtxStringHandle_t h) {
+  const NameEntry* e = cap->names->registered(reinterpret_cast<uintptr_t>(h));
+  if (!e) return lookup(cap, ts, domain, nullptr);
+  if (e->domain == domain || e->folded) return e;
+  char buf[kMaxMessage + 1];
+  size_t n = std::min(e->message.size(), kMaxMessage);
+  std::memcpy(buf, e->message.data(), n);
+  buf[n] = '\0';
   return lookup(cap, ts, domain, buf);
 }
 
 const NameEntry* lookup_attr(Capture* cap, ThreadState* ts, const void* domain,
                              const nvtxEventAttributes_t* a) {
-  // Fields past `size` were not provided by the caller's (older) struct version.
+  // Fields past `size` were not provided by the caller's (older) struct version
+  // (nvToolsExt.h, nvtxEventAttributes_v2: size = NVTX_EVENT_ATTRIB_STRUCT_SIZE).
   constexpr size_t kNeeded = offsetof(nvtxEventAttributes_t, message) + sizeof(a->message);
-  if (!a || a->size < kNeeded) return lookup(cap, ts, domain, "(unnamed)");
+  if (!a || a->size < kNeeded) return lookup(cap, ts, domain, nullptr);
   switch (a->messageType) {
     case NVTX_MESSAGE_TYPE_ASCII: return lookup(cap, ts, domain, a->message.ascii);
     case NVTX_MESSAGE_TYPE_UNICODE: return lookup_wide(cap, ts, domain, a->message.unicode);
-    case NVTX_MESSAGE_TYPE_REGISTERED:
-      if (a->message.registered)
-        return reinterpret_cast<const NameEntry*>(a->message.registered);
-      return lookup(cap, ts, domain, "(unnamed)");
-    default: return lookup(cap, ts, domain, "(unnamed)");
+    case NVTX_MESSAGE_TYPE_REGISTERED: return lookup_registered(cap, ts, domain, a->message.registered);
+    default: return lookup(cap, ts, domain, nullptr);  // NVTX_MESSAGE_UNKNOWN and future types
   }
 }
 
@@ -152,6 +185,8 @@ void sync_counters(ThreadState* ts) {
     b->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
   if (__builtin_expect(b->unbalanced_pop.load(std::memory_order_relaxed) != ts->stack.unbalanced(), 0))
     b->unbalanced_pop.store(ts->stack.unbalanced(), std::memory_order_relaxed);
+  if (__builtin_expect(b->filtered.load(std::memory_order_relaxed) != ts->stack.filtered(), 0))
+    b->filtered.store(ts->stack.filtered(), std::memory_order_relaxed);
 }
 
 template <class Lookup>
@@ -212,9 +247,11 @@ void end_impl(nvtxRangeId_t id) noexcept {
     RangeRecord r;
     bool emit = false;
     if (!cap->start_end->end(id, mono_ns(), &r, &emit))
-      ts->buf->unmatched_end.fetch_add(1, std::memory_order_relaxed);
+      ThreadBuffer::bump(ts->buf->unmatched_end);
     else if (emit)
       ts->buf->add(r);
+    else
+      ThreadBuffer::bump(ts->buf->filtered);
   } catch (...) {
   }
 }
@@ -257,7 +294,8 @@ nvtxDomainHandle_t domain_create_a(const char* name) {
     // Inert (e.g. a forked child, whose copy of the lock may be held by a thread that no longer
     // exists): behave as NVTX without a tool, which returns no handle.
     if (!g_capture.load(std::memory_order_acquire)) return nullptr;
-    std::string n = sanitize_utf8(name ? std::string_view(name, strnlen(name, kMaxMessage)) : "(unnamed)");
+    size_t len = name ? strnlen(name, kMaxMessage) : 0;
+    std::string n = sanitize_utf8(len ? std::string_view(name, len) : std::string_view(kUnnamed));
     std::lock_guard<std::mutex> lock(g_domains_mu);
     // One handle per name: two libraries creating "foo" report into the same sections.
     for (Domain& d : domains())
@@ -271,7 +309,7 @@ nvtxDomainHandle_t domain_create_a(const char* name) {
 
 nvtxDomainHandle_t domain_create_w(const wchar_t* name) {
   char buf[kMaxMessage + 1];
-  wide_to_utf8(name ? name : L"(unnamed)", buf, sizeof buf);
+  wide_to_utf8(name, buf, sizeof buf);
   return domain_create_a(buf);
 }
 
@@ -280,16 +318,16 @@ void domain_destroy(nvtxDomainHandle_t) {}  // handles stay valid: names refer t
 nvtxStringHandle_t domain_register_string_a(nvtxDomainHandle_t d, const char* s) {
   try {
     Capture* cap = g_capture.load(std::memory_order_acquire);
-    if (!cap || !s) return nullptr;
-    const NameEntry* e = cap->names->intern(d, domain_name(d), std::string_view(s, strnlen(s, kMaxMessage)));
-    return reinterpret_cast<nvtxStringHandle_t>(const_cast<NameEntry*>(e));
+    if (!cap) return nullptr;
+    size_t n = s ? strnlen(s, kMaxMessage) : 0;
+    const NameEntry* e = intern(cap, d, n ? std::string_view(s, n) : std::string_view(kUnnamed));
+    return reinterpret_cast<nvtxStringHandle_t>(cap->names->register_string(e));
   } catch (...) {
     return nullptr;
   }
 }
 
 nvtxStringHandle_t domain_register_string_w(nvtxDomainHandle_t d, const wchar_t* s) {
-  if (!s) return nullptr;
   char buf[kMaxMessage + 1];
   wide_to_utf8(s, buf, sizeof buf);
   return domain_register_string_a(d, buf);

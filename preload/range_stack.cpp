@@ -48,6 +48,8 @@ int RangeStack::pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecor
     *out = RangeRecord{o.start_ns, now_ns, o.name->id, o.parent_id, tid,
                        static_cast<uint16_t>(i), RangeKind::push_pop};
     *emit = true;
+  } else {
+    ++filtered_;
   }
   for (int k = i; k + 1 < depth_; ++k) open_[k] = open_[k + 1];
   --depth_;

@@ -35,6 +35,7 @@ class RangeStack {
   int depth() const { return depth_; }
   uint64_t overflowed() const { return overflowed_; }
   uint64_t unbalanced() const { return unbalanced_; }
+  uint64_t filtered() const { return filtered_; }  // closed ranges LAGGARD_SECTIONS did not keep
 
  private:
   struct Open {
@@ -47,6 +48,7 @@ class RangeStack {
   int depth_ = 0;     // logical depth, may exceed kMaxDepth
   uint64_t overflowed_ = 0;
   uint64_t unbalanced_ = 0;
+  uint64_t filtered_ = 0;
 };
 
 }  // namespace laggard

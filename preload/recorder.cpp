@@ -4,13 +4,15 @@
 
 namespace laggard {
 
-Recorder::Recorder(const NameTable& names, int max_occurrences, int64_t epoch_offset_ns,
+Recorder::Recorder(NameTable& names, int max_occurrences, int64_t epoch_offset_ns,
                    int64_t start_mono_ns, size_t window_budget)
     : names_(names),
       max_occurrences_(static_cast<size_t>(max_occurrences)),
       window_budget_(window_budget),
       epoch_offset_ns_(epoch_offset_ns),
-      window_start_mono_(start_mono_ns) {}
+      window_start_mono_(start_mono_ns) {
+  ThreadAggregates::init_handover();
+}
 
 ThreadBuffer* Recorder::register_thread(uint32_t tid) {
   auto buf = std::make_unique<ThreadBuffer>(tid);
@@ -28,25 +30,23 @@ uint64_t Recorder::next_random() {
   return rng_ * 0x2545f4914f6cdd1dull;
 }
 
-void Recorder::add(const RangeRecord& r) {
+void Recorder::add_totals(uint32_t name, uint32_t parent, const RangeTotals& t) {
   has_data_ = true;
+  if (name == ThreadAggregates::kFolded) name = names_.other_id(), parent = kNoName;
+  open_[{name, parent}].totals.merge(t);
+}
+
+void Recorder::add_sample(const RangeRecord& r) {
   int64_t dur = r.end_ns - r.start_ns;
   if (dur < 0) dur = 0;
   SectionAgg& a = open_[{r.name_id, r.parent_id}];
-  if (a.count == 0) {
-    a.min_ns = a.max_ns = dur;
-  } else {
-    a.min_ns = std::min(a.min_ns, dur);
-    a.max_ns = std::max(a.max_ns, dur);
-  }
-  ++a.count;
-  a.total_ns += dur;
+  ++a.sampled;
   Occurrence occ{r.start_ns, dur, r.tid};
   if (a.kept.size() < max_occurrences_) {
     a.kept.push_back(occ);
   } else {
     // Reservoir sampling (Algorithm R): every occurrence is kept with equal probability.
-    uint64_t j = next_random() % a.count;
+    uint64_t j = next_random() % a.sampled;
     if (j < a.kept.size()) a.kept[j] = occ;
     ++window_drops_.occurrences_sampled;
   }
@@ -60,10 +60,22 @@ void Recorder::drain() {
     for (auto& t : threads_) live.push_back(t.get());
   }
   std::vector<const ThreadBuffer*> finished;
-  for (ThreadBuffer* t : live) {
-    // Read `exited` before draining: anything pushed before the flag was set is drained now.
-    bool exited = t->exited.load(std::memory_order_acquire);
-    t->ranges.drain([this](const RangeRecord& r) { add(r); });
+  // Read `exited` before draining: anything the thread did before setting it is drained now.
+  std::vector<char> exited(live.size());
+  for (size_t i = 0; i < live.size(); ++i) exited[i] = live[i]->exited.load(std::memory_order_acquire);
+  for (ThreadBuffer* t : live) t->totals.flip();
+  ThreadAggregates::quiesce();  // one barrier for all threads
+  for (size_t i = 0; i < live.size(); ++i) {
+    ThreadBuffer* t = live[i];
+    if (exited[i]) {
+      // Gone for good, so both tables are quiet: take the one it wrote before the flip too.
+      t->totals.take([this](uint32_t name, uint32_t parent, const RangeTotals& tot) { add_totals(name, parent, tot); });
+      t->totals.flip();
+    }
+    // Statistics first: a sample that arrives without its totals (added in between) would be
+    // an occurrence the window's count does not include.
+    t->totals.take([this](uint32_t name, uint32_t parent, const RangeTotals& tot) { add_totals(name, parent, tot); });
+    t->ranges.drain([this](const RangeRecord& r) { add_sample(r); });
     Baseline& b = baselines_[t];
     auto delta = [](const std::atomic<uint64_t>& now, uint64_t& seen) {
       uint64_t v = now.load(std::memory_order_relaxed);
@@ -71,11 +83,12 @@ void Recorder::drain() {
       seen = v;
       return d;
     };
-    window_drops_.ring_full += delta(t->ring_full, b.ring_full);
+    window_drops_.occurrences_sampled += delta(t->ring_full, b.ring_full);  // a full ring loses samples only
+    window_drops_.sections_filtered += delta(t->filtered, b.filtered);
     window_drops_.stack_overflow += delta(t->stack_overflow, b.stack_overflow);
     window_drops_.unbalanced_pop += delta(t->unbalanced_pop, b.unbalanced_pop);
     window_drops_.unmatched_end += delta(t->unmatched_end, b.unmatched_end);
-    if (exited) {
+    if (exited[i]) {
       // Ranges the thread left open can never close now.
       int open = t->open_depth.load(std::memory_order_relaxed);
       if (open > 0) window_drops_.unclosed_at_exit += static_cast<uint64_t>(open);
@@ -135,14 +148,31 @@ WindowSnapshot Recorder::close_window(int64_t now_mono_ns, const DropCounters& e
   w.end_ns = now_mono_ns + epoch_offset_ns_;
   window_start_mono_ = now_mono_ns;
   w.sections.reserve(open_.size());
+  std::map<std::pair<uint32_t, uint32_t>, SectionAgg> carried;
   for (auto& [key, a] : open_) {
+    if (a.totals.count == 0) {
+      // Samples drained before their totals: the totals come with the next drain, so the
+      // samples wait for them in the next window, once (a thread's folded totals never come).
+      if (!a.waited) {
+        a.waited = true;
+        carried.emplace(key, std::move(a));
+      } else {
+        window_drops_.occurrences_sampled += a.kept.size();
+      }
+      continue;
+    }
     SectionWindowStats s;
-    s.name = names_.name(key.first);
+    NameInfo info = names_.info(key.first);
+    s.name = std::move(info.display);
+    s.domain = std::move(info.domain);
+    s.folded = info.folded;
+    if (s.folded) window_drops_.names_overflow += a.totals.count;
     if (key.second != kNoName) s.parent = names_.name(key.second);
-    s.count = a.count;
-    s.total_ns = a.total_ns;
-    s.min_ns = a.min_ns;
-    s.max_ns = a.max_ns;
+    s.count = a.totals.count;
+    s.total_ns = a.totals.total_ns;
+    s.min_ns = a.totals.min_ns;
+    s.max_ns = a.totals.max_ns;
+    s.median_from_sample = a.kept.size() < a.totals.count;
     std::sort(a.kept.begin(), a.kept.end(),
               [](const Occurrence& x, const Occurrence& y) { return x.start_ns < y.start_ns; });
     std::vector<int64_t> durs;
@@ -153,7 +183,9 @@ WindowSnapshot Recorder::close_window(int64_t now_mono_ns, const DropCounters& e
       s.tid.push_back(o.tid);
       durs.push_back(o.dur_ns);
     }
-    if (!durs.empty()) {
+    if (durs.empty()) {
+      s.median_ns = a.totals.total_ns / static_cast<int64_t>(a.totals.count);  // no sample: the mean
+    } else {
       size_t mid = durs.size() / 2;
       std::nth_element(durs.begin(), durs.begin() + mid, durs.end());
       int64_t hi = durs[mid];
@@ -166,7 +198,7 @@ WindowSnapshot Recorder::close_window(int64_t now_mono_ns, const DropCounters& e
     }
     w.sections.push_back(std::move(s));
   }
-  open_.clear();
+  open_ = std::move(carried);
   w.dropped = window_drops_;
   w.dropped += extra;
   window_drops_ = DropCounters{};

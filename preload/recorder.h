@@ -13,6 +13,7 @@
 #include "name_table.h"
 #include "records.h"
 #include "spsc_ring.h"
+#include "thread_aggregates.h"
 #include "window.h"
 
 namespace laggard {
@@ -20,17 +21,28 @@ namespace laggard {
 struct ThreadBuffer {
   explicit ThreadBuffer(uint32_t t) : tid(t) {}
   const uint32_t tid;
+  // Exact statistics of every completed kept range (never lost to rate).
+  ThreadAggregates totals;
+  // The sample of occurrences (start, duration, thread) medians and timelines come from: when
+  // the ring is full the occurrence is left out of the sample, never out of the statistics.
   SpscRing<RangeRecord, 4096> ranges;
-  // Written by the owning thread only, read by the flush thread.
-  std::atomic<uint64_t> ring_full{0};
+  // Written by the owning thread only (relaxed load + store, no locked instruction), read by
+  // the flush thread.
+  std::atomic<uint64_t> ring_full{0};   // occurrences left out of the sample
+  std::atomic<uint64_t> filtered{0};    // ranges LAGGARD_SECTIONS did not keep
   std::atomic<uint64_t> stack_overflow{0};
   std::atomic<uint64_t> unbalanced_pop{0};
   std::atomic<uint64_t> unmatched_end{0};
   std::atomic<int> open_depth{0};    // push/pop ranges open right now
   std::atomic<bool> exited{false};   // the thread is gone; drain once more, then free
 
+  // A completed kept range: into the statistics, and into the sample while there is room.
   void add(const RangeRecord& r) {
-    if (!ranges.push(r)) ring_full.fetch_add(1, std::memory_order_relaxed);
+    totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
+    if (!ranges.push(r)) bump(ring_full);
+  }
+  static void bump(std::atomic<uint64_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 };
 
@@ -38,7 +50,7 @@ class Recorder {
  public:
   // max_occurrences: raw occurrences kept per section and window; window_budget: per window
   // over all sections (keeps one window's file small however many sections there are).
-  Recorder(const NameTable& names, int max_occurrences, int64_t epoch_offset_ns,
+  Recorder(NameTable& names, int max_occurrences, int64_t epoch_offset_ns,
            int64_t start_mono_ns, size_t window_budget = 65536);
 
   // Called once per thread, on its first NVTX call. Never returns null.
@@ -63,19 +75,21 @@ class Recorder {
     uint32_t tid;
   };
   struct SectionAgg {
-    uint64_t count = 0;
-    int64_t total_ns = 0, min_ns = 0, max_ns = 0;
-    std::vector<Occurrence> kept;  // reservoir sample, at most max_occurrences_
+    RangeTotals totals;            // exact, from the threads' aggregates
+    uint64_t sampled = 0;          // occurrences that reached the recorder through the rings
+    std::vector<Occurrence> kept;  // reservoir sample of those, at most max_occurrences_
+    bool waited = false;           // carried into a window once, waiting for its totals
   };
   struct Baseline {  // last seen cumulative counters of a thread, to compute window deltas
-    uint64_t ring_full = 0, stack_overflow = 0, unbalanced_pop = 0, unmatched_end = 0;
+    uint64_t ring_full = 0, stack_overflow = 0, unbalanced_pop = 0, unmatched_end = 0, filtered = 0;
   };
 
-  void add(const RangeRecord& r);
+  void add_sample(const RangeRecord& r);
+  void add_totals(uint32_t name, uint32_t parent, const RangeTotals& t);
   void fit_window_budget();
   uint64_t next_random();
 
-  const NameTable& names_;
+  NameTable& names_;
   const size_t max_occurrences_;
   const size_t window_budget_;
   const int64_t epoch_offset_ns_;

@@ -22,14 +22,16 @@ struct RangeRecord {
 
 // Things lost or malformed, counted rather than hidden. Totals go into every file.
 struct DropCounters {
-  uint64_t ring_full = 0;          // completed ranges lost: a thread's buffer was full
+  uint64_t ring_full = 0;          // schema <= 3: ranges lost to a full thread buffer; 0 since v4
+                                   // (a full buffer loses samples only: occurrences_sampled)
   uint64_t stack_overflow = 0;     // pushes beyond the per-thread depth limit
   uint64_t unbalanced_pop = 0;     // pops with no open range
   uint64_t unmatched_end = 0;      // nvtxRangeEnd with an id we do not know
   uint64_t start_end_evicted = 0;  // open start/end ranges overwritten by newer ones
-  uint64_t names_overflow = 0;     // ranges recorded as "(other)" past the name limit
+  uint64_t names_overflow = 0;     // ranges recorded as "(other)" past the name table's limits
   uint64_t occurrences_sampled = 0;  // raw occurrences not stored (stats stay exact)
   uint64_t unclosed_at_exit = 0;   // ranges never closed: their thread or the process ended
+  uint64_t sections_filtered = 0;  // ranges LAGGARD_SECTIONS did not keep (not a loss)
   // GPU (CUPTI)
   uint64_t cupti_records_dropped = 0;   // records CUPTI reports it dropped
   uint64_t gpu_buffer_full = 0;         // CUPTI buffer requests declined: laggard's pool was full
@@ -46,6 +48,7 @@ struct DropCounters {
     names_overflow += o.names_overflow;
     occurrences_sampled += o.occurrences_sampled;
     unclosed_at_exit += o.unclosed_at_exit;
+    sections_filtered += o.sections_filtered;
     cupti_records_dropped += o.cupti_records_dropped;
     gpu_buffer_full += o.gpu_buffer_full;
     unmatched_correlation += o.unmatched_correlation;

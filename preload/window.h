@@ -14,13 +14,16 @@
 namespace laggard {
 
 struct SectionWindowStats {
-  std::string name;
+  std::string name;    // as Nsight Systems shows it ("message" or "domain:message")
+  std::string domain;  // NVTX domain; empty: the default domain
+  bool folded = false; // "(other)": names past the name table's limits (counted, never scored)
+  bool median_from_sample = false;  // median_ns is of the stored sample, not of every occurrence
   std::string parent;  // empty: top level
   uint64_t count = 0;
   int64_t total_ns = 0;
   int64_t min_ns = 0;
   int64_t max_ns = 0;
-  int64_t median_ns = 0;  // exact when every occurrence is stored, else of the stored sample
+  int64_t median_ns = 0;  // exact when every occurrence is stored, else of the sample (the mean if none)
   // Stored occurrences (all, or a uniform sample when count exceeds the cap), columnar.
   std::vector<int64_t> start_ns;  // epoch ns
   std::vector<int64_t> dur_ns;

@@ -27,6 +27,7 @@ void drops_json(JsonOut& j, const DropCounters& d) {
       .field("names_overflow", d.names_overflow)
       .field("occurrences_sampled", d.occurrences_sampled)
       .field("unclosed_at_exit", d.unclosed_at_exit)
+      .field("sections_filtered", d.sections_filtered)
       .field("cupti_records_dropped", d.cupti_records_dropped)
       .field("gpu_buffer_full", d.gpu_buffer_full)
       .field("unmatched_correlation", d.unmatched_correlation)
@@ -79,13 +80,17 @@ std::string render_window(const WindowSnapshot& w) {
   j.key("sections").begin_array();
   for (const SectionWindowStats& sec : w.sections) {
     j.begin_object().field("name", sec.name);
+    j.key("domain");
+    if (sec.domain.empty()) j.null(); else j.value(sec.domain);
+    if (sec.folded) j.field("folded", true);
     j.key("parent");
     if (sec.parent.empty()) j.null(); else j.value(sec.parent);
     j.field("count", sec.count)
         .field("total_ns", sec.total_ns)
         .field("min_ns", sec.min_ns)
         .field("max_ns", sec.max_ns)
-        .field("median_ns", sec.median_ns);
+        .field("median_ns", sec.median_ns)
+        .field("median_from_sample", sec.median_from_sample);
     std::vector<int64_t> rel;
     rel.reserve(sec.start_ns.size());
     for (int64_t t : sec.start_ns) rel.push_back(t - w.start_ns);

@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   rep_cmd->add_option("--individual-threshold", rep.scores.individual_threshold,
                       "individual score below which a rank is a straggler")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  rep_cmd->add_option("--min-share", rep.scores.min_share,
+                      "share of its rank's captured time (0-1) a section needs before it is listed as a straggler")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   rep_cmd->add_option("--window-s", rep.scores.window_s,
                       "report window in seconds (default: the capture flush interval)")
       ->check(CLI::Range(0.001, 1e7));

@@ -18,10 +18,12 @@ struct Occurrence {
 };
 
 struct SectionWindow {
-  std::string name;
+  std::string name;    // as Nsight Systems shows it: "message", or "domain:message"
+  std::string domain;  // NVTX domain; empty: the default domain (schema_version >= 4)
   std::string parent;  // empty: top level
   uint64_t count = 0;
   int64_t total_ns = 0, min_ns = 0, max_ns = 0, median_ns = 0;
+  bool median_from_sample = false;  // median_ns is of a sample of the occurrences
   std::vector<Occurrence> occurrences;
 };
 
@@ -150,6 +152,8 @@ struct RankData {
   double flush_s = 0;
   std::string nvtx_status;
   Counts dropped;      // totals over the run
+  uint64_t folded_ranges = 0;    // ranges in "(other)" (names past the name table): never scored
+  std::string sections_filter;   // LAGGARD_SECTIONS the rank captured with ("" = all)
   int64_t gpu_clock_offset_ns = 0;  // host epoch - GPU timestamp, as measured at start (0: no GPU data)
   std::string cupti_status;         // "on", "off: why", "idle: ..." (empty: schema_version 1)
   std::vector<CaptureWindow> windows;  // sorted by index

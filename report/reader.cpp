@@ -69,13 +69,23 @@ struct Segment {
   std::vector<CaptureWindow> windows;
   int64_t gpu_clock_offset_ns = 0;
   std::string cupti_status;
+  uint64_t folded_ranges = 0;  // in "(other)", left out of the windows' sections
+  std::string sections_filter;
 };
+
 
 template <class T>
 T get_or(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   return it->get<T>();
+}
+
+// "(other)" holds ranges whose names did not fit the capture's name table: a catch-all, not a
+// section, so it is counted and never scored. Before schema 4 it was recognized by name only.
+bool is_folded(const json& s, int version) {
+  if (get_or<bool>(s, "folded", false)) return true;
+  return version < 4 && s.at("name").is_string() && s.at("name").get<std::string>() == "(other)";
 }
 
 SectionWindow read_section(const json& s, int64_t window_start) {
@@ -87,6 +97,8 @@ SectionWindow read_section(const json& s, int64_t window_start) {
   sec.min_ns = s.at("min_ns").get<int64_t>();
   sec.max_ns = s.at("max_ns").get<int64_t>();
   sec.median_ns = s.at("median_ns").get<int64_t>();
+  sec.domain = get_or<std::string>(s, "domain", "");
+  sec.median_from_sample = get_or<bool>(s, "median_from_sample", false);
   if (auto it = s.find("occurrences"); it != s.end()) {
     const auto& starts = it->at("start_offset_ns");
     const auto& durs = it->at("dur_ns");
@@ -134,7 +146,10 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
   s.data_end_ns = get_or<int64_t>(j, "data_end_ns", 0);
   s.final = get_or<bool>(j, "final", false);
   s.signal = get_or<int>(j, "signal", 0);
-  if (auto it = j.find("config"); it != j.end()) s.flush_s = get_or<double>(*it, "flush_s", 0.0);
+  if (auto it = j.find("config"); it != j.end()) {
+    s.flush_s = get_or<double>(*it, "flush_s", 0.0);
+    s.sections_filter = get_or<std::string>(*it, "sections", "");
+  }
   if (auto it = j.find("capture"); it != j.end()) {
     s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
     s.cupti_status = get_or<std::string>(*it, "cupti", "");
@@ -147,7 +162,10 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
     cw.start_ns = w.at("start_ns").get<int64_t>();
     cw.end_ns = w.at("end_ns").get<int64_t>();
     cw.dropped = read_counts(w.value("dropped", json::object()));
-    for (const json& sec : w.at("sections")) cw.sections.push_back(read_section(sec, cw.start_ns));
+    for (const json& sec : w.at("sections")) {
+      if (is_folded(sec, version)) s.folded_ranges += sec.at("count").get<uint64_t>();
+      else cw.sections.push_back(read_section(sec, cw.start_ns));
+    }
     if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
@@ -161,6 +179,37 @@ uint64_t occurrence_count(const RankData& r) {
   for (const auto& w : r.windows)
     for (const auto& s : w.sections) n += s.count;
   return n;
+}
+
+// Counters that are not records lost: samples left unstored (statistics stay exact), the
+// app's own NVTX misuse (said apart, below: an nvtxRangeEnd of an evicted range is counted as
+// evicted already), ranges the filter left out and ranges folded into "(other)" (said apart).
+const std::set<std::string> kNotLost = {"occurrences_sampled", "gpu_records_not_stored", "unbalanced_pop",
+                                        "unmatched_end", "sections_filtered", "names_overflow"};
+
+uint64_t counter(const Counts& c, const char* key) {
+  auto it = c.find(key);
+  return it == c.end() ? 0 : it->second;
+}
+
+void add_nvtx_problems(const RankData& r, std::vector<Problem>& problems) {
+  if (r.folded_ranges)
+    problems.push_back({"folded_names", r.rank, "",
+                        fmt::format("rank {}: {} ranges had names past the capture's name table limit and were "
+                                    "counted as \"(other)\", which is never scored",
+                                    r.rank, r.folded_ranges)});
+  uint64_t pops = counter(r.dropped, "unbalanced_pop"), ends = counter(r.dropped, "unmatched_end");
+  if (pops || ends)
+    problems.push_back({"nvtx_unbalanced", r.rank, "",
+                        fmt::format("rank {}'s program popped {} ranges it had not pushed and ended {} ranges "
+                                    "that were not open (its own NVTX calls; nothing was lost)",
+                                    r.rank, pops, ends)});
+  uint64_t filtered = counter(r.dropped, "sections_filtered");
+  uint64_t kept = occurrence_count(r);
+  if (filtered && !kept)
+    problems.push_back({"sections_filter_matched_nothing", r.rank, "",
+                        fmt::format("rank {}: LAGGARD_SECTIONS='{}' kept none of its {} NVTX ranges", r.rank,
+                                    r.sections_filter, filtered)});
 }
 
 std::string fmt_seconds(int64_t ns) { return fmt::format("{:.1f} s", double(ns) / 1e9); }
@@ -245,9 +294,11 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     r.cupti_status = last.cupti_status;
     r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
     r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
+    r.sections_filter = last.sections_filter;
     std::set<uint64_t> seen;
     for (Segment* s : segs) {
       r.files.push_back(s->path);
+      r.folded_ranges += s->folded_ranges;
       r.data_end_ns = std::max(r.data_end_ns, s->data_end_ns);
       for (auto& w : s->windows)
         if (seen.insert(w.index).second) r.windows.push_back(std::move(w));
@@ -307,9 +358,10 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
                                             r.rank, r.pid, r.host, when)});
   }
   for (const auto& r : model.ranks) {
+    add_nvtx_problems(r, model.problems);
     uint64_t lost = 0;
     for (const auto& [k, v] : r.dropped)
-      if (k != "occurrences_sampled" && k != "gpu_records_not_stored") lost += v;
+      if (!kNotLost.count(k)) lost += v;
     if (lost)
       model.problems.push_back({"dropped_records", r.rank, "",
                                 fmt::format("rank {} lost or could not match {} records (see dropped counts)",

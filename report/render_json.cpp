@@ -10,6 +10,8 @@ json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); 
 json section_json(const SectionScore& s) {
   return {{"count", s.count},
           {"median_ms", s.median_ns / 1e6},
+          {"median_from_sample", s.median_from_sample},
+          {"share", s.share},
           {"relative_score", opt(s.relative)},
           {"individual_score", opt(s.individual)}};
 }
@@ -31,7 +33,9 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
   j["start_ns"] = rep.start_ns;
   j["end_ns"] = rep.end_ns;
   j["thresholds"] = {{"relative", rep.options.relative_threshold},
-                     {"individual", rep.options.individual_threshold}};
+                     {"individual", rep.options.individual_threshold},
+                     {"min_share", rep.options.min_share}};
+  j["stragglers_below_min_share"] = rep.below_min_share;
 
   json ranks = json::array();
   for (size_t i = 0; i < rep.ranks.size(); ++i) {
@@ -44,6 +48,7 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
                      {"final", d.final},
                      {"windows", d.windows.size()},
                      {"dropped", d.dropped},
+                     {"folded_ranges", d.folded_ranges},
                      {"sections", sections_json(r)}});
   }
   j["ranks"] = std::move(ranks);
@@ -51,6 +56,7 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
   json sections = json::array();
   for (const SectionSummary& s : rep.sections)
     sections.push_back({{"name", s.name},
+                        {"domain", s.domain.empty() ? json(nullptr) : json(s.domain)},
                         {"parent", s.parent.empty() ? json(nullptr) : json(s.parent)},
                         {"ranks", s.ranks},
                         {"median_ms",

@@ -87,6 +87,10 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
                                           : s.section,
                          s.metric, s.score, windows_str(s.windows, rep.windows.size()));
   }
+  if (rep.below_min_share)
+    out << fmt::format("  ({} low scores not listed: their sections hold under {:g}% of their rank's time; "
+                       "--min-share, or the JSON report, shows them)\n",
+                       rep.below_min_share, rep.options.min_share * 100);
 
   out << "\nSections (median ms per rank, whole run):\n";
   if (rep.sections.empty()) out << "  no NVTX sections recorded\n";

@@ -13,6 +13,9 @@ using Samples = std::vector<std::pair<double, double>>;  // (duration ns, weight
 
 struct Acc {
   uint64_t count = 0;
+  int64_t total_ns = 0;
+  bool median_from_sample = false;
+  std::string domain;
   Samples all;
   std::map<int, Samples> by_window;
   std::map<std::string, uint64_t> parents;
@@ -49,6 +52,9 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
       for (const SectionWindow& s : w.sections) {
         Acc& a = acc[ri][s.name];
         a.count += s.count;
+        a.total_ns += s.total_ns;
+        a.domain = s.domain;
+        a.median_from_sample |= s.median_from_sample || s.occurrences.size() < s.count;
         a.parents[s.parent] += s.count;
         for (const Occurrence& o : s.occurrences) {
           int k = static_cast<int>(std::floor(double(o.start_ns - t0) / window_ns));
@@ -100,9 +106,13 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
     rs.rank = r.rank;
     rs.host = r.host;
     std::map<int, RankScores> per_window;
+    int64_t captured_ns = 0;
+    for (const CaptureWindow& w : r.windows) captured_ns += std::max<int64_t>(0, w.end_ns - w.start_ns);
     for (auto& [name, a] : acc[ri]) {
       SectionScore sc;
       sc.count = a.count;
+      sc.share = captured_ns > 0 ? double(a.total_ns) / double(captured_ns) : 0;
+      sc.median_from_sample = a.median_from_sample;
       if (auto it = med[ri].find(name); it != med[ri].end()) {
         sc.median_ns = it->second;
         sc.relative = ratio(best[name], it->second);
@@ -139,6 +149,10 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
       auto add = [&](const char* metric, std::optional<double> score, double thr,
                      std::optional<double> SectionScore::*field) {
         if (!score || *score >= thr) return;
+        if (sc.share < opt.min_share) {
+          ++rep.below_min_share;
+          return;
+        }
         Straggler s{rs.rank, rs.host, "section", name, metric, *score, thr, {}};
         for (const WindowScores& w : rep.windows)
           for (const RankScores& wr : w.ranks)
@@ -159,6 +173,8 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   for (const auto& [name, b] : best) {
     SectionSummary s;
     s.name = name;
+    for (const auto& ranks_acc : acc)
+      if (auto it = ranks_acc.find(name); it != ranks_acc.end()) s.domain = it->second.domain;
     uint64_t most = 0;
     for (auto& [p, n] : parent_votes[name])
       if (n > most) { most = n; s.parent = p; }

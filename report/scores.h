@@ -24,11 +24,17 @@ struct ScoreOptions {
   double relative_threshold = 0.75;
   double individual_threshold = 0.75;
   double window_s = 0;  // 0: the capture flush interval recorded in the files
+  // A section is listed as a straggler only if it holds at least this share of its rank's
+  // captured time (its total over the rank's windows' span): one-off 100 ns ranges are noise.
+  // Its scores stay in the report either way.
+  double min_share = 0.01;
 };
 
 struct SectionScore {
   uint64_t count = 0;                 // occurrences recorded (exact, sampled or not)
   double median_ns = 0;
+  double share = 0;                   // of the rank's captured time (whole run only)
+  bool median_from_sample = false;    // some window's median came from a sample
   std::optional<double> relative;     // no value: no data to compare
   std::optional<double> individual;   // whole run: the lowest per-window individual score
 };
@@ -57,7 +63,8 @@ struct Straggler {
 };
 
 struct SectionSummary {
-  std::string name;
+  std::string name;    // as Nsight Systems shows it
+  std::string domain;  // NVTX domain; empty: default
   std::string parent;  // most common parent, empty for top level
   int ranks = 0;
   double min_median_ns = 0, median_median_ns = 0, max_median_ns = 0;
@@ -73,6 +80,7 @@ struct ScoreReport {
   std::vector<WindowScores> windows;
   std::vector<SectionSummary> sections;
   std::vector<Straggler> stragglers;   // worst first
+  int below_min_share = 0;             // straggler scores not listed: section under min_share
 };
 
 ScoreReport compute_scores(const RunModel& model, const ScoreOptions& options);

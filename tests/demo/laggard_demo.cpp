@@ -84,7 +84,7 @@ class Worker {
     double ms = o_.step_ms * share;
     const std::string& s = o_.slow_section;
     bool slow = rank_ == o_.slow_rank && step >= o_.slow_from && step < o_.slow_to &&
-                (s.empty() || s == section || s == std::string("demo::") + section || s == parent ||
+                (s.empty() || s == section || s == std::string("demo:") + section || s == parent ||
                  s == "step");
     if (slow) ms *= o_.slow_factor;
     std::uniform_real_distribution<double> j(1 - o_.jitter, 1 + o_.jitter);

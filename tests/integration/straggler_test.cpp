@@ -45,7 +45,7 @@ TEST_F(EndToEnd, HealthyRunHasNoStragglersAndEverySection) {
   ASSERT_EQ(rep["ranks"].size(), 4u);
   for (const auto& r : rep["ranks"]) {
     EXPECT_TRUE(r["final"].get<bool>());
-    for (const char* s : {"step", "forward", "attention", "mlp", "backward", "demo::optimizer", "data_load"}) {
+    for (const char* s : {"step", "forward", "attention", "mlp", "backward", "demo:optimizer", "data_load"}) {
       ASSERT_TRUE(r["sections"].contains(s)) << s;
       EXPECT_EQ(r["sections"][s]["count"], 40) << s;
     }
@@ -54,7 +54,7 @@ TEST_F(EndToEnd, HealthyRunHasNoStragglersAndEverySection) {
   for (const auto& s : rep["sections"]) parents[s["name"]] = s["parent"].is_null() ? "" : s["parent"].get<std::string>();
   EXPECT_EQ(parents["attention"], "forward");
   EXPECT_EQ(parents["forward"], "step");
-  EXPECT_EQ(parents["demo::optimizer"], "step");
+  EXPECT_EQ(parents["demo:optimizer"], "step");
   EXPECT_EQ(parents["step"], "");
 }
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <thread>
 #include <vector>
 
@@ -67,7 +69,7 @@ TEST_F(RangeStackTest, DomainsNestIndependently) {
   // Popping the domain closes its range although a default-domain range is above it.
   EXPECT_EQ(st.pop(d, 40, 1, &r, &emit), 1);
   EXPECT_EQ(r.name_id, n("lib", d)->id);
-  EXPECT_EQ(names.name(r.name_id), "dom::lib");
+  EXPECT_EQ(names.name(r.name_id), "dom:lib");
   EXPECT_EQ(st.pop(nullptr, 50, 1, &r, &emit), 1);
   EXPECT_EQ(r.name_id, n("inner")->id);
   EXPECT_EQ(r.parent_id, n("lib", d)->id);  // it was pushed inside "lib"
@@ -174,7 +176,8 @@ TEST(NameTable, InternsOncePerDomainAndMessage) {
   EXPECT_EQ(a, t.intern(nullptr, "", "fwd"));
   const NameEntry* b = t.intern(&d1, "lib", "fwd");
   EXPECT_NE(a, b);
-  EXPECT_EQ(b->qualified, "lib::fwd");
+  EXPECT_EQ(b->display, "lib:fwd");  // as Nsight Systems' nvtx_sum shows it
+  EXPECT_EQ(b->domain_name, "lib");
   EXPECT_EQ(b->message, "fwd");
   EXPECT_NE(b, t.intern(&d2, "lib", "fwd"));  // another handle is another domain
   EXPECT_EQ(t.size(), 3u);
@@ -184,16 +187,77 @@ TEST(NameTable, OverflowMapsToOther) {
   NameTable t("", 3);
   for (int i = 0; i < 3; ++i) t.intern(nullptr, "", "n" + std::to_string(i));
   const NameEntry* o = t.intern(nullptr, "", "step_123");
-  EXPECT_EQ(o->qualified, "(other)");
+  EXPECT_EQ(o->display, "(other)");
+  EXPECT_TRUE(o->folded);
   EXPECT_EQ(t.intern(nullptr, "", "step_124"), o);
   EXPECT_EQ(t.overflowed(), 2u);
+  EXPECT_EQ(t.other_id(), o->id);
 }
 
-TEST(NameTable, RegexFilterIsSearchedInQualifiedName) {
-  NameTable t("^lib::", 100);
+TEST(NameTable, TheDefaultLimitHoldsFarMoreThan4096Names) {
+  NameTable t("");
+  for (int i = 0; i < 20000; ++i) EXPECT_FALSE(t.intern(nullptr, "", "warmup_" + std::to_string(i))->folded);
+  EXPECT_EQ(t.overflowed(), 0u);
+}
+
+TEST(NameTable, MemoryBoundFoldsLongNamesBeforeTheCountLimit) {
+  NameTable t("", 1000000, 64 * 1024);  // 64 KiB: about 30 names of 512 bytes
+  int folded = 0;
+  for (int i = 0; i < 100; ++i) folded += t.intern(nullptr, "", std::to_string(i) + std::string(500, 'x'))->folded;
+  EXPECT_GT(folded, 50);
+  EXPECT_LT(t.size(), 40u);
+}
+
+// Issue 9 item 2: these were one section ("a::b::c") before the domain was kept apart.
+TEST(NameTable, DomainAndMessageNeverCollide) {
+  NameTable t("");
+  int da, dab;
+  const NameEntry* x = t.intern(&da, "a", "b::c");
+  const NameEntry* y = t.intern(&dab, "a::b", "c");
+  const NameEntry* z = t.intern(nullptr, "", "a::b::c");
+  EXPECT_NE(x, y);
+  EXPECT_NE(y, z);
+  EXPECT_EQ(x->display, "a:b::c");
+  EXPECT_EQ(y->display, "a::b:c");
+  EXPECT_EQ(z->display, "a::b::c");
+  EXPECT_EQ(z->domain_name, "");
+}
+
+TEST(NameTable, RegisteredHandlesAreIndicesAndUnknownOnesAreRefused) {
+  NameTable t("");
+  const NameEntry* e = t.intern(nullptr, "", "x");
+  uintptr_t h = t.register_string(e);
+  EXPECT_NE(h, 0u);
+  EXPECT_EQ(t.register_string(e), h);  // same string, same handle
+  EXPECT_EQ(t.registered(h), e);
+  EXPECT_EQ(t.registered(0), nullptr);
+  EXPECT_EQ(t.registered(h + 1), nullptr);
+  EXPECT_EQ(t.registered(0xdeadbeef), nullptr);
+}
+
+TEST(NameTable, RegexFilterIsSearchedInTheNsightName) {
+  NameTable t("^lib:", 100);
   int d;
   EXPECT_TRUE(t.intern(&d, "lib", "x")->kept);
   EXPECT_FALSE(t.intern(nullptr, "", "x")->kept);
+}
+
+TEST(NameTable, FilterCopiedFromNsightMatchesTheDefaultDomain) {
+  NameTable t("^:fwd$", 100);  // nsys stats nvtx_sum prints default-domain ranges as ":fwd"
+  int d;
+  EXPECT_TRUE(t.intern(nullptr, "", "fwd")->kept);
+  EXPECT_FALSE(t.intern(&d, "lib", "fwd")->kept);
+  NameTable plain("^fwd$", 100);  // and the plain form keeps working
+  EXPECT_TRUE(plain.intern(nullptr, "", "fwd")->kept);
+}
+
+// Issue 10 item 6: std::regex never returns from this one on a name of x's.
+TEST(NameTable, BacktrackingPatternIsMatchedInLinearTime) {
+  auto t0 = std::chrono::steady_clock::now();
+  NameTable t("(x+x+)+y", 100);
+  EXPECT_FALSE(t.intern(nullptr, "", std::string(400, 'x'))->kept);
+  EXPECT_TRUE(t.intern(nullptr, "", "xxy")->kept);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 TEST(NameTable, Utf8IsSanitized) {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <climits>
+#include <map>
 #include <thread>
 
 #include "recorder.h"
@@ -76,17 +79,63 @@ TEST(Recorder, SamplingKeepsStatsExactAndCountsDrops) {
   EXPECT_LT(s.median_ns, 750);
 }
 
-TEST(Recorder, FullRingCountsDropsPerWindow) {
+// Issue 9 item 4: a full ring used to lose the ranges themselves (2,000,000 fast pairs were
+// counted as 16,384); now it loses sample occurrences only.
+TEST(Recorder, FullRingLosesSamplesNotRanges) {
   NameTable names("", 10);
   uint32_t a = names.intern(nullptr, "", "a")->id;
   Recorder r(names, 10, 0, 0);
   ThreadBuffer* t = r.register_thread(1);
   const size_t cap = decltype(t->ranges)::capacity();
-  for (size_t i = 0; i < cap + 7; ++i) t->add(rec(a, 0, 1));
+  for (size_t i = 0; i < cap + 7; ++i) t->add(rec(a, 0, 1 + int64_t(i % 5)));
   WindowSnapshot w = r.close_window(10, {});
-  EXPECT_EQ(w.dropped.ring_full, 7u);
-  EXPECT_EQ(w.sections.at(0).count, cap);
-  EXPECT_EQ(r.close_window(20, {}).dropped.ring_full, 0u);  // a delta, not a total
+  const SectionWindowStats& s = w.sections.at(0);
+  EXPECT_EQ(s.count, cap + 7);
+  EXPECT_EQ(s.min_ns, 1);
+  EXPECT_EQ(s.max_ns, 5);
+  EXPECT_TRUE(s.median_from_sample);
+  EXPECT_EQ(w.dropped.ring_full, 0u);
+  EXPECT_EQ(w.dropped.occurrences_sampled, cap + 7 - 10);  // 7 never sampled, the rest not kept
+  EXPECT_EQ(r.close_window(20, {}).dropped.occurrences_sampled, 0u);  // a delta, not a total
+}
+
+TEST(Recorder, ConcurrentProducerIsCountedExactlyAcrossWindows) {
+  NameTable names("", 10);
+  uint32_t a = names.intern(nullptr, "", "a")->id;
+  uint32_t b = names.intern(nullptr, "", "b")->id;
+  Recorder r(names, 100, 0, 0);
+  constexpr uint64_t kPairs = 2'000'000;
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    ThreadBuffer* t = r.register_thread(2);
+    for (uint64_t i = 0; i < kPairs; ++i) t->add(rec(i % 3 ? a : b, 0, 1 + int64_t(i % 1000), kNoName, 2));
+    done = true;
+  });
+  uint64_t count_a = 0, count_b = 0;
+  int64_t min_a = INT64_MAX, max_a = 0, total = 0;
+  int64_t now = 0;
+  auto collect = [&](const WindowSnapshot& w) {
+    for (const auto& s : w.sections) {
+      (s.name == "a" ? count_a : count_b) += s.count;
+      total += s.total_ns;
+      if (s.name == "a") min_a = std::min(min_a, s.min_ns), max_a = std::max(max_a, s.max_ns);
+    }
+  };
+  while (!done) {
+    for (int k = 0; k < 5; ++k) r.drain();
+    collect(r.close_window(++now, {}));
+  }
+  producer.join();
+  collect(r.close_window(++now, {}));
+  collect(r.close_window(++now, {}));
+  uint64_t want_b = (kPairs + 2) / 3;
+  EXPECT_EQ(count_a + count_b, kPairs);
+  EXPECT_EQ(count_b, want_b);
+  EXPECT_EQ(min_a, 1);
+  EXPECT_EQ(max_a, 1000);
+  int64_t want_total = 0;
+  for (uint64_t i = 0; i < kPairs; ++i) want_total += 1 + int64_t(i % 1000);
+  EXPECT_EQ(total, want_total);
 }
 
 TEST(Recorder, ExitedThreadIsDrainedThenFreed) {
@@ -111,11 +160,38 @@ TEST(Recorder, ExtraCountersAreAddedToTheWindow) {
   Recorder r(names, 10, 0, 0);
   DropCounters extra;
   extra.start_end_evicted = 3;
-  extra.names_overflow = 4;
+  extra.unmatched_end = 4;
   WindowSnapshot w = r.close_window(10, extra);
   EXPECT_EQ(w.dropped.start_end_evicted, 3u);
-  EXPECT_EQ(w.dropped.names_overflow, 4u);
+  EXPECT_EQ(w.dropped.unmatched_end, 4u);
   EXPECT_FALSE(r.has_data());
+}
+
+TEST(Recorder, FoldedNamesAreMarkedAndCountedAsRanges) {
+  NameTable names("", 1);
+  uint32_t a = names.intern(nullptr, "", "a")->id;
+  uint32_t other = names.intern(nullptr, "", "b")->id;  // past the limit of 1
+  Recorder r(names, 10, 0, 0);
+  ThreadBuffer* t = r.register_thread(1);
+  t->add(rec(a, 0, 1));
+  for (int i = 0; i < 5; ++i) t->add(rec(other, 0, 1));
+  WindowSnapshot w = r.close_window(10, {});
+  ASSERT_EQ(w.sections.size(), 2u);
+  const SectionWindowStats& o = w.sections[0].name == "(other)" ? w.sections[0] : w.sections[1];
+  EXPECT_TRUE(o.folded);
+  EXPECT_EQ(o.count, 5u);
+  EXPECT_EQ(w.dropped.names_overflow, 5u);  // ranges, not names
+}
+
+TEST(Recorder, DomainIsItsOwnField) {
+  NameTable names("", 10);
+  int d;
+  uint32_t a = names.intern(&d, "lib", "comm")->id;
+  Recorder r(names, 10, 0, 0);
+  r.register_thread(1)->add(rec(a, 0, 1));
+  WindowSnapshot w = r.close_window(10, {});
+  EXPECT_EQ(w.sections.at(0).name, "lib:comm");
+  EXPECT_EQ(w.sections.at(0).domain, "lib");
 }
 
 }  // namespace

@@ -11,6 +11,14 @@ namespace {
 
 constexpr int64_t kS = 1'000'000'000;
 
+// These models' sections are a few ns in 1 s windows: below any material share. The share
+// filter (issue 9 item 6) has its own test; the score arithmetic is tested without it.
+const ScoreOptions kEveryShare = [] {
+  ScoreOptions o;
+  o.min_share = 0;
+  return o;
+}();
+
 // One rank whose section `name` took `durs[w]` in report window w (1 s windows from t=0).
 RankData rank_with(int rank, const std::string& name, const std::vector<std::vector<int64_t>>& durs) {
   RankData r;
@@ -28,6 +36,7 @@ RankData rank_with(int rank, const std::string& name, const std::vector<std::vec
     for (size_t i = 0; i < durs[w].size(); ++i)
       s.occurrences.push_back({cw.start_ns + int64_t(i) * 1000, durs[w][i], 1, 1.0});
     s.count = durs[w].size();
+    for (int64_t d : durs[w]) s.total_ns += d;
     cw.sections.push_back(s);
     r.windows.push_back(cw);
   }
@@ -65,7 +74,7 @@ TEST(Scores, MatchesHandComputedNvrxScores) {
   RunModel m;
   m.ranks = {rank_with(0, "fwd", {{10, 12, 14}, {10, 10}}), rank_with(1, "fwd", {{20, 20, 21}, {20}}),
              rank_with(2, "fwd", {{10}, {30, 40, 50}})};
-  ScoreOptions opt;
+  ScoreOptions opt = kEveryShare;
   opt.window_s = 1;
   ScoreReport rep = compute_scores(m, opt);
   ASSERT_EQ(rep.windows.size(), 2u);
@@ -107,9 +116,9 @@ TEST(Scores, MatchesHandComputedNvrxScores) {
 TEST(Scores, ThresholdsAreStrict) {
   RunModel m;
   m.ranks = {rank_with(0, "s", {{3}}), rank_with(1, "s", {{4}})};  // relative 0.75 exactly
-  ScoreReport rep = compute_scores(m, {});
+  ScoreReport rep = compute_scores(m, kEveryShare);
   EXPECT_TRUE(rep.stragglers.empty());
-  ScoreOptions strict;
+  ScoreOptions strict = kEveryShare;
   strict.relative_threshold = 0.76;
   EXPECT_EQ(compute_scores(m, strict).stragglers.size(), 1u);
 }
@@ -117,7 +126,7 @@ TEST(Scores, ThresholdsAreStrict) {
 TEST(Scores, HealthyRunHasNoStragglers) {
   RunModel m;
   for (int r = 0; r < 8; ++r) m.ranks.push_back(rank_with(r, "fwd", {{100 + r, 101, 99}, {100, 102 - r % 2}}));
-  EXPECT_TRUE(compute_scores(m, {}).stragglers.empty());
+  EXPECT_TRUE(compute_scores(m, kEveryShare).stragglers.empty());
 }
 
 TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
@@ -125,7 +134,7 @@ TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
   m.ranks = {rank_with(0, "fwd", {{10}}), rank_with(1, "bwd", {{0, 0}}), rank_with(2, "bwd", {{5}})};
   m.ranks.push_back(RankData{});  // a rank with no windows at all
   m.ranks.back().rank = 3;
-  ScoreReport rep = compute_scores(m, {});
+  ScoreReport rep = compute_scores(m, kEveryShare);
   EXPECT_EQ(rep.ranks[0].sections.count("bwd"), 0u);
   EXPECT_DOUBLE_EQ(*rep.ranks[1].sections.at("bwd").relative, 1.0);  // 0 ns is the best there is
   EXPECT_DOUBLE_EQ(*rep.ranks[2].sections.at("bwd").relative, 0.0);
@@ -138,7 +147,7 @@ TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
 
 TEST(Scores, EmptyModel) {
   RunModel m;
-  ScoreReport rep = compute_scores(m, {});
+  ScoreReport rep = compute_scores(m, kEveryShare);
   EXPECT_TRUE(rep.stragglers.empty());
   EXPECT_EQ(rep.windows.size(), 1u);
 }
@@ -147,7 +156,7 @@ TEST(Scores, WeightsOfSampledOccurrencesCount) {
   RunModel m;
   m.ranks = {rank_with(0, "s", {{10, 50}}), rank_with(1, "s", {{10}})};
   m.ranks[0].windows[0].sections[0].occurrences[1].weight = 9;  // 50 stands for 9 occurrences
-  ScoreReport rep = compute_scores(m, {});
+  ScoreReport rep = compute_scores(m, kEveryShare);
   EXPECT_DOUBLE_EQ(rep.ranks[0].sections.at("s").median_ns, 50);
   EXPECT_DOUBLE_EQ(*rep.ranks[0].sections.at("s").relative, 0.2);
 }
@@ -158,7 +167,7 @@ TEST(Scores, JsonHasTheDocumentedShape) {
   m.world_size = 3;
   m.ranks = {rank_with(0, "fwd", {{10}}), rank_with(1, "fwd", {{30}})};
   m.problems.push_back({"missing_rank", 2, "", "rank 2 wrote no readable file"});
-  auto j = render_json(m, compute_scores(m, {}));
+  auto j = render_json(m, compute_scores(m, kEveryShare));
   ASSERT_EQ(j["ranks"].size(), 2u);
   const auto& s = j["ranks"][1]["sections"]["fwd"];
   EXPECT_EQ(s["count"], 1);
@@ -174,6 +183,41 @@ TEST(Scores, JsonHasTheDocumentedShape) {
   EXPECT_EQ(st["metric"], "relative");
   EXPECT_EQ(j["problems"][0]["kind"], "missing_rank");
   EXPECT_EQ(j["problems"][0]["rank"], 2);
+}
+
+// Issue 9 item 6: one-off 100 ns ranges (seen: warmup_3201, warmup_1472, ...) were listed as
+// stragglers. A section must hold a material share of its rank's time to be listed.
+TEST(Scores, NoiseSectionIsNotListedButKeepsItsScore) {
+  RunModel m;
+  m.world_size = 2;
+  // "step" fills most of each 1 s window on both ranks, rank 1 20 % slower: listed.
+  m.ranks.push_back(rank_with(0, "step", {{300'000'000, 300'000'000}}));
+  m.ranks.push_back(rank_with(1, "step", {{480'000'000, 480'000'000}}));
+  // A 100 ns warm-up range, 3x slower on rank 1: a low score, but noise.
+  for (int r = 0; r < 2; ++r) {
+    SectionWindow w;
+    w.name = "warmup_3201";
+    w.count = 1;
+    w.total_ns = r ? 300 : 100;
+    w.occurrences.push_back({10, w.total_ns, 1, 1.0});
+    m.ranks[r].windows[0].sections.push_back(w);
+  }
+  ScoreReport rep = compute_scores(m, {});
+  ASSERT_EQ(rep.stragglers.size(), 1u);
+  EXPECT_EQ(rep.stragglers[0].section, "step");
+  EXPECT_EQ(rep.below_min_share, 1);
+  const SectionScore& noise = rep.ranks[1].sections.at("warmup_3201");
+  ASSERT_TRUE(noise.relative.has_value());
+  EXPECT_NEAR(*noise.relative, 1.0 / 3, 1e-9);  // the score stays, in the JSON too
+  EXPECT_LT(noise.share, 1e-6);
+  EXPECT_NEAR(rep.ranks[1].sections.at("step").share, 0.96, 1e-9);
+  auto j = render_json(m, rep);
+  EXPECT_EQ(j["stragglers_below_min_share"], 1);
+  EXPECT_EQ(j["thresholds"]["min_share"], 0.01);
+  EXPECT_TRUE(j["ranks"][1]["sections"]["warmup_3201"].contains("relative_score"));
+  ScoreOptions all;
+  all.min_share = 0;
+  EXPECT_EQ(compute_scores(m, all).stragglers.size(), 2u);
 }
 
 }  // namespace
