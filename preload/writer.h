@@ -14,7 +14,7 @@
 
 namespace laggard {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 struct FileInfo {
   std::string run_id, run_id_source;
