@@ -12,27 +12,13 @@ namespace {
 
 constexpr uint64_t kNoGpuStart = std::numeric_limits<uint64_t>::max();
 
-struct DatatypeSize {
-  const char* name;
-  uint8_t bytes;
-};
-// NCCL's datatype names. NCCL reports ncclUint8 as "Unknown" (no case in its name table), and
-// AllGather/Broadcast counts are already in bytes with "ncclInt8".
-constexpr DatatypeSize kSizes[] = {
-    {"ncclInt8", 1},     {"ncclUint8", 1},      {"ncclInt32", 4},       {"ncclUint32", 4},
-    {"ncclInt64", 8},    {"ncclUint64", 8},     {"ncclFloat16", 2},     {"ncclFloat32", 4},
-    {"ncclFloat64", 8},  {"ncclBfloat16", 2},   {"ncclFloat8e4m3", 1},  {"ncclFloat8e5m2", 1},
-    {"Unknown", 1},
-};
-
 }  // namespace
 
 uint8_t Profiler::element_size(uint16_t datatype) {
   if (datatype >= element_sizes_.size()) return 0;
   if (element_sizes_[datatype] < 0) {
     element_sizes_[datatype] = 0;
-    for (const DatatypeSize& d : kSizes)
-      if (std::strcmp(strings_.text(datatype), d.name) == 0) element_sizes_[datatype] = d.bytes;
+    element_sizes_[datatype] = element_size_of(strings_.text(datatype));
   }
   return static_cast<uint8_t>(element_sizes_[datatype]);
 }
@@ -52,7 +38,9 @@ void Profiler::harvest(int64_t now, bool final) {
     bool all_started_stopped = (started & ~stopped) == 0;
     int channels = std::popcount(stopped);
     int64_t quiet = now - t.since;
-    bool complete = host_done && started && all_started_stopped && channels >= std::max<int>(1, s.nchannels);
+    bool complete = host_done && (opt_.kernel_events ? started && all_started_stopped &&
+                                                           channels >= std::max<int>(1, s.nchannels)
+                                                     : true);
     // Until NCCL has sent any GPU channel event, expect none (another tool may own the mask,
     // or the collectives run on copy engines) rather than holding slots for long.
     int64_t no_kernel_wait = kernel_seen_.load(std::memory_order_relaxed) ? opt_.no_kernel_timeout_ns
@@ -90,6 +78,8 @@ void Profiler::collect(uint32_t index, bool complete, bool final) {
   uint64_t g0 = s.gpu_start.load(std::memory_order_relaxed);
   f.gpu_start = g0 == kNoGpuStart ? 0 : g0;
   f.gpu_end = s.gpu_end.load(std::memory_order_relaxed);
+  f.chan_host_start_mono = s.chan_host_start.load(std::memory_order_relaxed);
+  f.chan_host_stop_mono = s.chan_host_stop.load(std::memory_order_relaxed);
   free_.push(index);
 
   if (f.gpu_start && f.gpu_end && f.gpu_end < f.gpu_start) {
@@ -141,6 +131,25 @@ NcclWindow Profiler::take_window() {
   while (comms_written_ < ncomms && comms_[comms_written_].ready.load(std::memory_order_acquire))
     add_comm(comms_written_++);
 
+  w.table_version = table_version_.load(std::memory_order_relaxed);
+  w.inits = inits_.load(std::memory_order_relaxed);
+  w.kernel_events = opt_.kernel_events_status;
+
+  // P2p counts since the last window, per communicator.
+  if (p2p_seen_.size() < ncomms) p2p_seen_.resize(ncomms);
+  for (uint32_t c = 0; c < ncomms; ++c) {
+    const CommSlot& cs = comms_[c];
+    if (!cs.ready.load(std::memory_order_acquire)) continue;
+    P2pSeen now{cs.sends.load(std::memory_order_relaxed), cs.recvs.load(std::memory_order_relaxed),
+                cs.send_bytes.load(std::memory_order_relaxed), cs.recv_bytes.load(std::memory_order_relaxed)};
+    P2pSeen& seen = p2p_seen_[c];
+    if (now.sends == seen.sends && now.recvs == seen.recvs) continue;
+    w.p2p.push_back({0, now.sends - seen.sends, now.recvs - seen.recvs, now.send_bytes - seen.send_bytes,
+                     now.recv_bytes - seen.recv_bytes});
+    w.p2p.back().comm = add_comm(c);
+    seen = now;
+  }
+
   w.ops.reserve(finished_.size());
   for (const Finished& f : finished_) {
     NcclOp op;
@@ -156,10 +165,12 @@ NcclWindow Profiler::take_window() {
     op.bytes = f.count * element_size(f.datatype);
     op.nchannels = f.nchannels;
     op.channels = f.channels;
-    op.host_start_ns = f.host_start_mono + epoch_offset_ns_;
-    op.host_end_ns = f.host_end_mono ? f.host_end_mono + epoch_offset_ns_ : 0;
+    op.upload_start_ns = f.host_start_mono + epoch_offset_ns_;
+    op.upload_end_ns = f.host_end_mono ? f.host_end_mono + epoch_offset_ns_ : 0;
     op.gpu_start = f.gpu_start;
     op.gpu_end = f.gpu_end;
+    op.chan_host_start_ns = f.chan_host_start_mono ? f.chan_host_start_mono + epoch_offset_ns_ : 0;
+    op.chan_host_stop_ns = f.chan_host_stop_mono ? f.chan_host_stop_mono + epoch_offset_ns_ : 0;
     w.ops.push_back(op);
   }
   finished_.clear();

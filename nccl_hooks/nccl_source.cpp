@@ -3,6 +3,8 @@
 #include <atomic>
 #include <mutex>
 
+#include <sys/statvfs.h>
+
 #include "capture.h"
 #include "clock.h"
 #include "log.h"
@@ -54,15 +56,27 @@ const bool g_registered = [] {
 
 std::atomic<Profiler*> g_active_profiler{nullptr};
 
-Profiler* profiler_for_init() {
+int64_t dev_shm_bytes() {
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) != 0) return -1;
+  return static_cast<int64_t>(st.f_blocks) * static_cast<int64_t>(st.f_frsize);
+}
+
+Profiler* profiler_for_init(int table_version) {
   if (g_forked.load(std::memory_order_relaxed) || !plugin_allowed() || !activate_capture()) return nullptr;
   std::lock_guard<std::mutex> lock(g_create_mu);
   Profiler* p = g_profiler.load(std::memory_order_acquire);
   if (!p) {
-    p = new Profiler(ProfilerOptions{}, measure_epoch_offset_ns());
+    KernelEventsDecision k = decide_kernel_events(kernel_events_setting(), table_version, dev_shm_bytes());
+    if (!k.warning.empty()) log_warn("%s", k.warning.c_str());
+    ProfilerOptions options;
+    options.kernel_events = k.on;
+    options.kernel_events_status = k.status;
+    p = new Profiler(options, measure_epoch_offset_ns());
     g_profiler.store(p, std::memory_order_release);
     if (!g_forked.load(std::memory_order_relaxed)) g_active_profiler.store(p, std::memory_order_release);
-    log_info("NCCL profiler plugin active: capturing collectives and their GPU channel times");
+    log_info("NCCL profiler plugin active (v%d table): capturing collectives; kernel events %s", table_version,
+             k.status.c_str());
   }
   return p;
 }

@@ -16,7 +16,11 @@ extern std::atomic<Profiler*> g_active_profiler;
 inline Profiler* active_profiler() { return g_active_profiler.load(std::memory_order_acquire); }
 
 // init: activates capture for this process (NCCL may come before any NVTX call) and returns
-// the profiler, or null when this process does not capture NCCL.
-Profiler* profiler_for_init();
+// the profiler, or null when this process does not capture NCCL. table_version: the plugin
+// table NCCL called (4, 5, 6); the first call decides whether KernelCh events are asked for.
+Profiler* profiler_for_init(int table_version);
+
+// Size of /dev/shm in bytes, -1 when it cannot be told.
+int64_t dev_shm_bytes();
 
 }  // namespace laggard::nccl

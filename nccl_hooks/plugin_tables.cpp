@@ -15,22 +15,23 @@
 namespace laggard::nccl {
 namespace {
 
-// Collectives, p2p operations and their per-channel GPU times. NCCL also starts the parents of
-// these (group and API events) and hands them over; they are answered without state.
-constexpr int kEventMask = abi::kColl | abi::kP2p | abi::kKernelCh;
+// Collectives, p2p operations and, unless gated off (plugin_env.h, decide_kernel_events), their
+// per-channel GPU times. NCCL also starts the parents of these (group and API events) and hands
+// them over; they are answered without state.
+int event_mask(const Profiler& p) { return abi::kColl | abi::kP2p | (p.kernel_events() ? int{abi::kKernelCh} : 0); }
 
-abi::Result init_comm(void** context, int* mask, uint64_t hash, const char* name, int nnodes, int nranks,
-                      int rank) {
+abi::Result init_comm(int table_version, void** context, int* mask, uint64_t hash, const char* name, int nnodes,
+                      int nranks, int rank) {
   if (context) *context = nullptr;
   try {
-    Profiler* p = profiler_for_init();
+    Profiler* p = profiler_for_init(table_version);
     if (!p) {
       if (mask) *mask = 0;  // the whole process stays out: NCCL skips every event
       return abi::kSuccess;
     }
-    void* ctx = p->add_comm(hash, name, nnodes, nranks, rank);
+    void* ctx = p->add_comm(hash, name, nnodes, nranks, rank, table_version);
     if (context) *context = ctx;
-    if (mask) *mask = kEventMask;
+    if (mask) *mask = event_mask(*p);
   } catch (...) {
   }
   return abi::kSuccess;
@@ -38,12 +39,17 @@ abi::Result init_comm(void** context, int* mask, uint64_t hash, const char* name
 
 abi::Result init_v4(void** context, int* mask, const char* name, uint64_t hash, int nnodes, int nranks, int rank,
                     abi::DebugLogger) {
-  return init_comm(context, mask, hash, name, nnodes, nranks, rank);
+  return init_comm(4, context, mask, hash, name, nnodes, nranks, rank);
 }
 
 abi::Result init_v5(void** context, uint64_t id, int* mask, const char* name, int nnodes, int nranks, int rank,
                     abi::DebugLogger) {
-  return init_comm(context, mask, id, name, nnodes, nranks, rank);
+  return init_comm(5, context, mask, id, name, nnodes, nranks, rank);
+}
+
+abi::Result init_v6(void** context, uint64_t id, int* mask, const char* name, int nnodes, int nranks, int rank,
+                    abi::DebugLogger) {
+  return init_comm(6, context, mask, id, name, nnodes, nranks, rank);
 }
 
 // D: DescrV4 or DescrV5/V6; coll/p2p/kernelCh sit at the same offsets in all three.
@@ -127,6 +133,6 @@ __attribute__((visibility("default"))) laggard::nccl::abi::ProfilerV5 ncclProfil
     "laggard", laggard::nccl::init_v5, laggard::nccl::start_v5, laggard::nccl::stop_event,
     laggard::nccl::record_state, laggard::nccl::finalize};
 __attribute__((visibility("default"))) laggard::nccl::abi::ProfilerV6 ncclProfiler_v6 = {
-    "laggard", laggard::nccl::init_v5, laggard::nccl::start_v6, laggard::nccl::stop_event,
+    "laggard", laggard::nccl::init_v6, laggard::nccl::start_v6, laggard::nccl::stop_event,
     laggard::nccl::record_state, laggard::nccl::finalize};
 }

@@ -3,6 +3,7 @@
 #include "profiler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 
@@ -34,6 +35,19 @@ void atomic_max(std::atomic<uint64_t>& a, uint64_t v) {
 
 void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
+// NCCL's datatype names (ncclDatatypeToString). NCCL reports ncclUint8 as "Unknown" (no case
+// in its name table), and AllGather/Broadcast counts are already in bytes with "ncclInt8".
+struct DatatypeSize {
+  const char* name;
+  uint8_t bytes;
+};
+constexpr DatatypeSize kSizes[] = {
+    {"ncclFloat32", 4},  {"ncclBfloat16", 2},  {"ncclFloat16", 2},      {"ncclInt8", 1},
+    {"ncclInt32", 4},    {"ncclUint32", 4},    {"ncclInt64", 8},        {"ncclUint64", 8},
+    {"ncclFloat64", 8},  {"ncclUint8", 1},     {"ncclFloat8e4m3", 1},   {"ncclFloat8e5m2", 1},
+    {"Unknown", 1},
+};
+
 uint32_t round_up_pow2(uint32_t n) {
   uint32_t p = 64;
   while (p < n && p < (1u << 24)) p <<= 1;
@@ -41,6 +55,23 @@ uint32_t round_up_pow2(uint32_t n) {
 }
 
 }  // namespace
+
+uint8_t element_size_of(const char* datatype) {
+  if (!datatype) return 0;
+  // NCCL passes pointers into one static name table: remember the last answer per thread.
+  thread_local const char* last = nullptr;
+  thread_local uint8_t last_size = 0;
+  if (datatype == last) return last_size;
+  uint8_t size = 0;
+  for (const DatatypeSize& d : kSizes)
+    if (std::strcmp(datatype, d.name) == 0) {
+      size = d.bytes;
+      break;
+    }
+  last = datatype;
+  last_size = size;
+  return size;
+}
 
 Profiler::Profiler(const ProfilerOptions& options, int64_t epoch_offset_ns)
     : opt_([&] {
@@ -62,7 +93,9 @@ uint32_t Profiler::comm_count() const {
   return std::min(ncomms_.load(std::memory_order_acquire), opt_.max_comms);
 }
 
-void* Profiler::add_comm(uint64_t hash, const char* name, int nnodes, int nranks, int rank) {
+void* Profiler::add_comm(uint64_t hash, const char* name, int nnodes, int nranks, int rank, int table_version) {
+  inits_.fetch_add(1, std::memory_order_relaxed);
+  if (table_version) table_version_.store(table_version, std::memory_order_relaxed);
   uint32_t i = ncomms_.fetch_add(1, std::memory_order_acq_rel);
   if (i >= opt_.max_comms) {
     bump(counters_.comms_overflow);
@@ -125,6 +158,8 @@ Profiler::Slot* Profiler::begin_op(void* context) {
   s.gpu_start.store(kNoGpuStart, std::memory_order_relaxed);
   s.gpu_end.store(0, std::memory_order_relaxed);
   s.host_end.store(0, std::memory_order_relaxed);
+  s.chan_host_start.store(0, std::memory_order_relaxed);
+  s.chan_host_stop.store(0, std::memory_order_relaxed);
   s.comm = static_cast<uint32_t>(comm - comms_.get());
   s.host_start = mono_ns();
   return &s;
@@ -155,22 +190,21 @@ void* Profiler::start_coll(void* context, const CollInfo& info) {
 }
 
 void* Profiler::start_p2p(void* context, const P2pInfo& info) {
-  Slot* s = begin_op(context);
-  if (!s) return nullptr;
-  s->p2p = true;
-  s->seq = 0;
-  s->count = info.count;
-  s->root_or_peer = info.peer;
-  s->func = strings_.intern(info.func);
-  s->datatype = strings_.intern(info.datatype);
-  s->algo = s->proto = StringCache::kNone;
-  // NCCL has at most 64 channels; anything else is an uninitialized field (NCCL 2.28's v4
-  // adapter does not copy p2p.nChannels), so the op is completed by timeout instead.
-  s->nchannels = info.nchannels <= 64 ? info.nchannels : 0;
-  return publish(*s);
+  CommSlot* comm = comm_of(context);
+  if (!comm) {
+    bump(counters_.no_context);
+    return nullptr;
+  }
+  // NCCL's p2p func names are "Send" and "Recv" (ncclFuncToString, src/plugin/profiler.cc).
+  const bool recv = info.func && info.func[0] == 'R';
+  const uint64_t bytes = info.count * element_size_of(info.datatype);
+  (recv ? comm->recvs : comm->sends).fetch_add(1, std::memory_order_relaxed);
+  (recv ? comm->recv_bytes : comm->send_bytes).fetch_add(bytes, std::memory_order_relaxed);
+  return p2p_handle();
 }
 
 void* Profiler::start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_start) {
+  if ((reinterpret_cast<uint64_t>(parent) & 3) == kTagGroup) return nullptr;  // a p2p op's channel
   Slot* s = slot_of(parent, kTagOp, nullptr);
   if (!s || channel >= 64) {
     bump(counters_.orphan_kernel_ch);
@@ -178,7 +212,10 @@ void* Profiler::start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_star
   }
   if (!kernel_seen_.load(std::memory_order_relaxed)) kernel_seen_.store(true, std::memory_order_relaxed);
   uint64_t bit = uint64_t{1} << channel;
-  s->chan_started.fetch_or(bit, std::memory_order_acq_rel);
+  // One clock read per op: the first channel's callback (NCCL's proxy starts every channel
+  // before it stops any, transport/profiler.cc).
+  if (s->chan_started.fetch_or(bit, std::memory_order_acq_rel) == 0)
+    s->chan_host_start.store(mono_ns(), std::memory_order_relaxed);
   if (gpu_start) atomic_min(s->gpu_start, gpu_start);
   uint32_t gen = static_cast<uint32_t>(reinterpret_cast<uint64_t>(parent) >> 32);
   return encode(kTagKernel, channel, static_cast<uint32_t>(s - slots_.get()), gen);
@@ -202,8 +239,12 @@ void Profiler::stop(void* handle) {
   if (tag == kTagKernel) {
     if (Slot* k = slot_of(handle, kTagKernel, &channel)) {
       uint64_t bit = uint64_t{1} << channel;
-      if (!(k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel) & bit)) {
+      uint64_t before = k->chan_stopped.fetch_or(bit, std::memory_order_acq_rel);
+      if (!(before & bit)) {
         watch::note_collective_event();
+        // The stop that completes the announced channels: one clock read per op.
+        if (std::popcount(before | bit) == std::max<int>(1, k->nchannels))
+          k->chan_host_stop.store(mono_ns(), std::memory_order_relaxed);
         return;
       }
     }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "hang_report.h"
@@ -53,7 +54,14 @@ struct ProfilerOptions {
   int64_t no_kernel_timeout_ns = 10'000'000'000;
   int64_t partial_timeout_ns = 1'000'000'000;
   int64_t stuck_timeout_ns = 120'000'000'000;
+  // Whether NCCL was asked for KernelCh events (plugin_env.h, decide_kernel_events). Without
+  // them an operation is finished when its host stop arrives.
+  bool kernel_events = true;
+  std::string kernel_events_status = "on";
 };
+
+// Bytes per element of an NCCL datatype name; 0 for a name it does not know. Thread-safe.
+uint8_t element_size_of(const char* datatype);
 
 class Profiler {
  public:
@@ -61,18 +69,22 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  // A context for NCCL, or null (too many communicators; counted).
-  void* add_comm(uint64_t hash, const char* name, int nnodes, int nranks, int rank);
+  // A context for NCCL, or null (too many communicators; counted). table_version: the plugin
+  // table NCCL called init through.
+  void* add_comm(uint64_t hash, const char* name, int nnodes, int nranks, int rank, int table_version = 0);
   void finalize_comm(void* context);
 
   // Hot path. Each returns the handle to give NCCL; null drops the event (children of a null
   // handle arrive with a null parent and are counted as orphans).
   void* start_coll(void* context, const CollInfo& info);
+  // P2p operations take no slot (MoE all-to-alls would crowd the collectives out): they are
+  // counted per communicator and answered with a handle that carries no state.
   void* start_p2p(void* context, const P2pInfo& info);
   void* start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_start);
   // Group events: NCCL 2.27 starts collectives only under a non-null group handle, and graph
   // replays keep seqNumber consistent only with one; this handle carries no state.
   static void* group_handle() { return reinterpret_cast<void*>(uintptr_t{kTagGroup}); }
+  static void* p2p_handle() { return reinterpret_cast<void*>(uintptr_t{kTagGroup | 4}); }
   void record_kernel_ch_stop(void* handle, uint64_t gpu_stop);
   void stop(void* handle);
 
@@ -83,6 +95,7 @@ class Profiler {
   NcclWindow take_window();
 
   uint32_t comm_count() const;
+  bool kernel_events() const { return opt_.kernel_events; }
 
   // Flush thread, for hang reports: operations in flight (and ones given up on while
   // incomplete), the last started and the last completed collective (watch_describe.cpp).
@@ -99,6 +112,7 @@ class Profiler {
     std::atomic<uint64_t> chan_started{0}, chan_stopped{0};  // bit per channel
     std::atomic<uint64_t> gpu_start{0}, gpu_end{0};           // min / max over channels
     std::atomic<int64_t> host_end{0};
+    std::atomic<int64_t> chan_host_start{0}, chan_host_stop{0};  // mono ns of the KernelCh callbacks
     int64_t host_start = 0;
     uint64_t seq = 0, count = 0;
     int32_t root_or_peer = -1;
@@ -113,6 +127,7 @@ class Profiler {
     uint64_t hash = 0;
     int nranks = 0, rank = -1, nnodes = 0;
     char name[128] = {};
+    std::atomic<uint64_t> sends{0}, recvs{0}, send_bytes{0}, recv_bytes{0};
   };
 
   struct Counters {  // written by callback threads
@@ -128,6 +143,7 @@ class Profiler {
     uint64_t seq, count;
     int64_t host_start_mono, host_end_mono;
     uint64_t gpu_start, gpu_end;
+    int64_t chan_host_start_mono, chan_host_stop_mono;
   };
 
   CommSlot* comm_of(void* context) const;
@@ -144,6 +160,8 @@ class Profiler {
   std::unique_ptr<CommSlot[]> comms_;
   std::atomic<uint32_t> ncomms_{0};
   std::atomic<bool> kernel_seen_{false};  // any GPU channel event yet (else NCCL sends none)
+  std::atomic<int> table_version_{0};
+  std::atomic<uint64_t> inits_{0};
   StringCache strings_;
   Counters counters_;
 
@@ -160,6 +178,10 @@ class Profiler {
   NcclDrops flush_drops_;           // window_full, no_gpu_time, ... of the open window
   uint64_t seen_[5] = {};           // Counters at the last take_window
   uint32_t comms_written_ = 0;      // communicators already listed in an earlier window
+  struct P2pSeen {
+    uint64_t sends = 0, recvs = 0, send_bytes = 0, recv_bytes = 0;
+  };
+  std::vector<P2pSeen> p2p_seen_;   // per communicator: counts at the last take_window
   std::vector<int16_t> element_sizes_;  // by string id; -1: not looked up yet
 
   // Hang-report state. last_started_: slot index of the newest published op (any thread).

@@ -112,6 +112,13 @@ ConfigResult parse_config(const Env& env) {
     else if (!is_any(v, {"1", "true", "yes", "on", ""}))
       r.warnings.push_back(bad("LAGGARD_NCCL", v, "expected 0 or 1", "1"));
   }
+
+  if (const char* v = env("LAGGARD_NCCL_KERNEL_EVENTS")) {
+    if (is_any(v, {"0", "false", "no", "off"})) c.nccl_kernel_events = 0;
+    else if (is_any(v, {"1", "true", "yes", "on"})) c.nccl_kernel_events = 1;
+    else if (!is_any(v, {"auto", ""}))
+      r.warnings.push_back(bad("LAGGARD_NCCL_KERNEL_EVENTS", v, "expected auto, 0 or 1", "auto"));
+  }
   return r;
 }
 

@@ -21,6 +21,7 @@ struct Config {
   int profiling_interval = 1;             // LAGGARD_PROFILING_INTERVAL (kernels captured in 1 window of N)
   std::string cupti_path;                 // LAGGARD_CUPTI_PATH (libcupti file or directory; only place tried)
   bool nccl = true;                       // LAGGARD_NCCL: offer laggard to NCCL as its profiler plugin
+  int nccl_kernel_events = -1;            // LAGGARD_NCCL_KERNEL_EVENTS: -1 auto, 0 off, 1 on (NCCL's KernelCh events)
 };
 
 struct ConfigResult {

@@ -38,6 +38,9 @@ void string_index(JsonOut& j, uint32_t id) {
 void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
   j.key("nccl").begin_object();
   j.field("gpu_clock", "globaltimer");
+  // Version 4: what NCCL actually did with the plugin.
+  j.key("plugin").begin_object().field("table", w.table_version).field("inits", w.inits);
+  j.field("kernel_events", w.kernel_events).end_object();
   j.key("comms").begin_array();
   for (const NcclCommInfo& c : w.comms) {
     char id[24];
@@ -65,9 +68,16 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
   column(j, "proto", ops, [&](const NcclOp& o) { string_index(j, o.proto); });
   column(j, "nchannels", ops, [&](const NcclOp& o) { j.value(int(o.nchannels)); });
   column(j, "channels", ops, [&](const NcclOp& o) { j.value(int(o.channels)); });
-  column(j, "host_start_offset_ns", ops, [&](const NcclOp& o) { j.value(o.host_start_ns - t0); });
+  // Named host_* since version 3; they are NCCL's plan upload (docs/schema.md, version 4).
+  column(j, "host_start_offset_ns", ops, [&](const NcclOp& o) { j.value(o.upload_start_ns - t0); });
   column(j, "host_dur_ns", ops, [&](const NcclOp& o) {
-    if (o.host_end_ns) j.value(o.host_end_ns - o.host_start_ns); else j.null();
+    if (o.upload_end_ns) j.value(o.upload_end_ns - o.upload_start_ns); else j.null();
+  });
+  column(j, "chan_host_start_offset_ns", ops, [&](const NcclOp& o) {
+    if (o.chan_host_start_ns) j.value(o.chan_host_start_ns - t0); else j.null();
+  });
+  column(j, "chan_host_stop_offset_ns", ops, [&](const NcclOp& o) {
+    if (o.chan_host_stop_ns) j.value(o.chan_host_stop_ns - t0); else j.null();
   });
   // GPU times stay in the GPU's clock; offsets from the window start keep the numbers short
   // (the window start is epoch ns, and so is %globaltimer on current drivers).
@@ -78,6 +88,17 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
     if (o.gpu_start && o.gpu_end) j.value(static_cast<int64_t>(o.gpu_end - o.gpu_start)); else j.null();
   });
   j.end_object();
+
+  j.key("p2p").begin_array();
+  for (const NcclP2pCounts& p : w.p2p)
+    j.begin_object()
+        .field("comm", p.comm)
+        .field("sends", p.sends)
+        .field("recvs", p.recvs)
+        .field("send_bytes", p.send_bytes)
+        .field("recv_bytes", p.recv_bytes)
+        .end_object();
+  j.end_array();
 
   const NcclDrops& d = w.dropped;
   j.key("dropped").begin_object()

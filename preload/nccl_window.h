@@ -27,8 +27,21 @@ struct NcclOp {
   uint64_t count = 0, bytes = 0;            // bytes = count x element size
   uint8_t nchannels = 0;                    // channels NCCL said the op uses
   uint8_t channels = 0;                     // channels whose GPU stop arrived
-  int64_t host_start_ns = 0, host_end_ns = 0;  // enqueue on the host, epoch ns; end 0: unknown
+  // NCCL's Coll start/stop events: they bracket the plan's proxy-op upload (enqueue.cc,
+  // hostStreamPlanTask), which runs after the kernel launch on the eager path and in a host
+  // callback at graph replay. Not the enqueue. Epoch ns; end 0: unknown.
+  int64_t upload_start_ns = 0, upload_end_ns = 0;
   uint64_t gpu_start = 0, gpu_end = 0;      // GPU %globaltimer ns, raw; 0: unknown
+  // Host time (epoch ns) of the first channel's KernelCh start callback and of the stop callback
+  // that completed the announced channels; 0: none. NCCL's proxy reads a GPU timestamp before
+  // it calls back, so a GPU time later than these (on the GPU's clock) is not this op's.
+  int64_t chan_host_start_ns = 0, chan_host_stop_ns = 0;
+};
+
+// P2p operations are not matched across ranks: per communicator, only counted.
+struct NcclP2pCounts {
+  uint32_t comm = 0;  // index into NcclWindow::comms
+  uint64_t sends = 0, recvs = 0, send_bytes = 0, recv_bytes = 0;
 };
 
 // Counted, never silent. Per window.
@@ -49,6 +62,10 @@ struct NcclDrops {
 
 struct NcclWindow {
   bool active = false;             // NCCL loaded the plugin: write the "nccl" object
+  int table_version = 0;           // the plugin table NCCL called init through (4, 5, 6); 0: none yet
+  uint64_t inits = 0;              // communicators NCCL initialized the plugin for, so far
+  std::string kernel_events;       // "on" or "off: why": whether KernelCh events were asked for
+  std::vector<NcclP2pCounts> p2p;  // this window's p2p counts, per communicator that had any
   std::vector<NcclCommInfo> comms; // referenced by ops, plus communicators created in this window
   std::vector<std::string> strings;
   std::vector<NcclOp> ops;         // completed in this window

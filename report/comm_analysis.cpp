@@ -6,6 +6,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "clock_offsets.h"
 #include "stats.h"
 
@@ -46,6 +48,39 @@ bool symmetric(const std::string& func) {
   return func == "AllReduce" || func == "AllGather" || func == "ReduceScatter";
 }
 
+// What NCCL did with the plugin on this rank, as its files tell.
+std::string plugin_status(const RankData& r) {
+  int table = 0;
+  std::string kernel_events;
+  bool any = false;
+  for (const CaptureWindow& w : r.windows) {
+    table = std::max(table, w.nccl_table);
+    if (!w.nccl_kernel_events.empty()) kernel_events = w.nccl_kernel_events;
+    any |= !w.collectives.empty() || !w.p2p.empty();
+  }
+  if (table) return fmt::format("v{} table, kernel events {}", table, kernel_events.empty() ? "on" : kernel_events);
+  if (any) return "initialized by NCCL";  // version 3 files do not say which table
+  if (r.nccl_status == "on") return "offered; NCCL never initialized it";
+  return r.nccl_status.empty() ? "unknown" : r.nccl_status;
+}
+
+// Per communicator: sequence numbers (per function) missing between the first and the last one
+// any rank saw.
+std::map<uint32_t, uint64_t> seq_gaps(const RunModel& m) {
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<uint64_t>> seqs;  // (comm, func)
+  for (const RankData& r : m.ranks)
+    for (const CaptureWindow& w : r.windows)
+      for (const Collective& c : w.collectives)
+        if (!c.p2p) seqs[{c.comm, c.func}].push_back(c.seq);
+  std::map<uint32_t, uint64_t> gaps;
+  for (auto& [key, v] : seqs) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    gaps[key.first] += (v.back() - v.front() + 1) - v.size();
+  }
+  return gaps;
+}
+
 std::string comm_label(const RunModel& m, const CommSummary& c) {
   return "comm " + (c.name != StringTable::kNone ? m.strings.at(c.name) : m.strings.at(c.comm));
 }
@@ -77,9 +112,17 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
 
   // Match across ranks.
   std::unordered_map<Key, std::vector<Entry>, KeyHash> by_key;
-  for (size_t ri = 0; ri < R; ++ri)
-    for (const CaptureWindow& w : m.ranks[ri].windows)
+  for (size_t ri = 0; ri < R; ++ri) {
+    rep.ranks[ri].gpu_shift_ns = m.ranks[ri].nccl_gpu_shift_ns;
+    rep.ranks[ri].nccl_plugin = plugin_status(m.ranks[ri]);
+    for (const CaptureWindow& w : m.ranks[ri].windows) {
+      for (const CaptureWindow::P2pCounts& p : w.p2p) {
+        rep.p2p += p.sends + p.recvs;
+        rep.ranks[ri].p2p_ops += p.sends + p.recvs;
+        rep.ranks[ri].p2p_bytes += p.send_bytes + p.recv_bytes;
+      }
       for (const Collective& c : w.collectives) {
+        rep.ranks[ri].suspect += c.gpu_time_suspect != nullptr;
         ++rep.ops;
         if (c.p2p) {
           ++rep.p2p;
@@ -91,6 +134,8 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
         }
         by_key[{c.comm, c.func, c.seq}].push_back({ri, &c});
       }
+    }
+  }
   if (by_key.empty()) return rep;
 
   std::map<uint32_t, size_t> comm_at;  // comm id -> index in rep.comms
@@ -124,11 +169,16 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
       if (!g.by_comm_rank[cr].c) g.by_comm_rank[cr] = e;  // a restarted communicator may repeat seqs
       if (cs.ranks[cr] < 0) cs.ranks[cr] = m.ranks[e.rank].rank;
     }
-    for (const Entry& e : g.by_comm_rank)
+    bool suspect = false;
+    for (const Entry& e : g.by_comm_rank) {
       complete = complete && e.c && e.c->gpu_start_ns && e.c->gpu_end_ns >= e.c->gpu_start_ns;
-    if (!complete) {
+      suspect |= e.c && e.c->gpu_time_suspect;
+    }
+    if (!complete || suspect) {
       ++cs.incomplete;
       ++rep.incomplete;
+      cs.suspect += suspect;
+      rep.suspect += suspect;
       continue;
     }
     groups.push_back(std::move(g));
@@ -147,19 +197,26 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
     for (const Entry& e : groups[gi].by_comm_rank) samples.push_back({gi, e.rank, e.c->gpu_end_ns});
   }
   ClockOffsets co = estimate_clock_offsets(samples, hosts, groups.size());
-  rep.clock.corrected = co.hosts.size() > 1 && !samples.empty();
+  rep.clock.corrected = !samples.empty();
   rep.clock.reference_rank = samples.empty() ? -1 : m.ranks[co.reference_rank].rank;
+  rep.clock.reference_time_ns = co.t_ref_ns;
   rep.clock.max_abs_offset_ns = co.max_abs_offset_ns;
+  rep.clock.max_abs_drift_ppm = co.max_abs_drift_ppm;
   rep.clock.residual_ns = co.residual_ns;
+  rep.clock.samples = co.samples;
   for (const auto& h : co.hosts) {
     CommReport::Clock::Host out{h.host, h.offset_ns, h.spread_ns, {}};
     for (size_t ri : h.ranks) out.ranks.push_back(m.ranks[ri].rank);
     rep.clock.hosts.push_back(std::move(out));
   }
   for (size_t ri = 0; ri < R; ++ri) {
-    rep.ranks[ri].clock_offset_ns = co.applied_ns[ri];
-    rep.ranks[ri].clock_estimate_ns = co.rank_estimate_ns[ri];
+    rep.ranks[ri].clock_offset_ns = co.offset_ns[ri];
+    rep.ranks[ri].clock_drift_ppm = co.drift_ppm[ri];
+    rep.ranks[ri].clock_residual_ns = co.rank_residual_ns[ri];
+    rep.ranks[ri].clock_samples = co.rank_samples[ri];
   }
+  // A GPU time of rank index ri on the reference clock.
+  auto aligned = [&](size_t ri, int64_t t) { return t - std::llround(co.correction(ri, t)); };
 
   // Arrivals, waits, blame and bandwidth per collective.
   std::vector<Outcome> outcomes(groups.size());
@@ -173,9 +230,8 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
     end.assign(n, 0);
     for (int i = 0; i < n; ++i) {
       const Entry& e = g.by_comm_rank[i];
-      int64_t off = std::llround(co.applied_ns[e.rank]);
-      start[i] = e.c->gpu_start_ns - off;
-      end[i] = e.c->gpu_end_ns - off;
+      start[i] = aligned(e.rank, e.c->gpu_start_ns);
+      end[i] = aligned(e.rank, e.c->gpu_end_ns);
     }
     const int64_t last = *std::max_element(start.begin(), start.end());
     const int64_t first = *std::min_element(start.begin(), start.end());
@@ -250,7 +306,7 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
     d.busbw_gbps = o.busbw;
     std::vector<int64_t> arrive;
     for (const Entry& e : g.by_comm_rank) {
-      arrive.push_back(e.c->gpu_start_ns - std::llround(co.applied_ns[e.rank]));
+      arrive.push_back(aligned(e.rank, e.c->gpu_start_ns));
       d.ranks.push_back(m.ranks[e.rank].rank);
       d.bytes = std::max(d.bytes, e.c->bytes);
     }
@@ -290,6 +346,9 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
     });
     if (cs.slow.size() > opt.slow_listed) cs.slow.resize(opt.slow_listed);
   }
+
+  for (const auto& [comm, n] : seq_gaps(m))
+    if (auto it = comm_at.find(comm); it != comm_at.end()) rep.comms[it->second].seq_gaps = n;
 
   // Per communicator and rank; persistent last arrivers are stragglers of scope "comm".
   for (auto& [key, pr] : per_comm_rank) {

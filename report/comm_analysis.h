@@ -43,10 +43,16 @@ struct CommRankStats {
   double blame_ns = 0;        // time it made others wait
   double waited_ns = 0;       // time it waited for others
   double kernel_ns = 0;       // GPU time of its collective kernels
-  double clock_offset_ns = 0; // its host clock's correction (subtracted from its GPU times)
-  double clock_estimate_ns = 0;  // its own estimate, before taking its host's median
+  // Its GPU clock against the reference rank's (clock_offsets.h): subtracted from its GPU times.
+  double clock_offset_ns = 0;    // at the clock reference time
+  double clock_drift_ppm = 0;
+  double clock_residual_ns = 0;  // median |end - fitted end| of its collectives
+  uint64_t clock_samples = 0;
+  int64_t gpu_shift_ns = 0;      // fallback shift the reader applied to this GPU (far from the host clock)
+  uint64_t suspect = 0;          // its ops whose GPU times stayed out (partial, timestamps of other work)
   uint64_t p2p_ops = 0, p2p_bytes = 0;
-  double p2p_gpu_ns = 0;
+  double p2p_gpu_ns = 0;         // version 3 files only (p2p ops listed one by one)
+  std::string nccl_plugin;       // what NCCL did with the plugin: "v5 table, kernel events on", ...
 };
 
 struct SlowCollective {
@@ -77,6 +83,11 @@ struct CommSummary {
   std::vector<int> ranks;              // global ranks seen in it, by communicator rank
   uint64_t collectives = 0;            // matched on every rank with GPU times
   uint64_t incomplete = 0;             // seen on some ranks only, or without GPU times
+  uint64_t suspect = 0;                // ... of those: left out for suspect GPU times on some rank
+  // Sequence numbers (per function) missing between the first and last one seen on some rank:
+  // collectives the plugin did not see (copy-engine, symmetric kernels, Broadcast on 2.29+,
+  // graph-captured ones without kernel events) or dropped.
+  uint64_t seq_gaps = 0;
   double last_share_threshold = 1;     // (1 + 1/n) / 2
   struct PerRank {
     int rank = -1;
@@ -92,13 +103,16 @@ struct CommReport {
   CommOptions options;
   uint64_t ops = 0;                    // every NCCL operation read (collectives and p2p)
   uint64_t matched = 0, incomplete = 0, p2p = 0;
+  uint64_t suspect = 0;                // collectives left out for suspect GPU times (also in incomplete)
   std::vector<CommRankStats> ranks;    // one per model rank, in model order
   std::vector<CommSummary> comms;
   struct Clock {
-    bool corrected = false;            // more than one host: per-host offsets were applied
+    bool corrected = false;            // per-rank (per-GPU) offsets and drifts were applied
     int reference_rank = -1;
-    double max_abs_offset_ns = 0, residual_ns = 0;
-    struct Host {
+    int64_t reference_time_ns = 0;     // where the offsets apply (drift is relative to it)
+    double max_abs_offset_ns = 0, max_abs_drift_ppm = 0, residual_ns = 0;
+    uint64_t samples = 0;
+    struct Host {                      // per host: median and spread of its GPUs' offsets
       std::string host;
       double offset_ns = 0, spread_ns = 0;
       std::vector<int> ranks;

@@ -95,9 +95,18 @@ struct Collective {
   int root = -1;
   uint32_t algo = StringTable::kNone, proto = StringTable::kNone;
   int nchannels = 0;
-  int64_t host_start_ns = 0, host_end_ns = 0;  // enqueue on the host
+  int channels = -1;                   // channels whose GPU stop arrived; -1: not recorded (before version 3's column)
+  // NCCL's plan upload (its Coll start/stop events, enqueue.cc hostStreamPlanTask): after the kernel
+  // launch on the eager path, in a host callback at graph replay. Not the enqueue.
+  int64_t upload_start_ns = 0, upload_end_ns = 0;
   int64_t gpu_start_ns = 0, gpu_end_ns = 0;    // earliest channel start, latest channel stop; 0: unknown
                                                // (NCCL's GPU clock, mapped onto the host epoch by the reader)
+  // Host epoch ns of the first KernelCh start callback and of the last channel's stop callback
+  // (version 4; 0: unknown). A GPU time cannot be later than the callback that reported it.
+  int64_t chan_host_start_ns = 0, chan_host_stop_ns = 0;
+  // Why its GPU times stay out of blame and of the clock fit (empty: usable): "partial"
+  // (channels missing), "after_callback", "out_of_order" (timestamps of other work).
+  const char* gpu_time_suspect = nullptr;
   uint32_t comm_name = StringTable::kNone;     // NCCL's commName; kNone when the job gave none
   int comm_nnodes = 0;                         // hosts NCCL counted in the communicator
 };
@@ -136,6 +145,14 @@ struct CaptureWindow {
   std::vector<Collective> collectives;
   // GPU health (NVML), schema version 4; empty when not sampled.
   std::vector<GpuHealthSample> gpu_health;
+  struct P2pCounts {  // version 4: p2p operations are counted per communicator, not listed
+    uint32_t comm = StringTable::kNone;
+    int comm_nranks = 0, comm_rank = -1;
+    uint64_t sends = 0, recvs = 0, send_bytes = 0, recv_bytes = 0;
+  };
+  std::vector<P2pCounts> p2p;
+  int nccl_table = 0;                   // version 4: the plugin table NCCL called init through (0: unknown)
+  std::string nccl_kernel_events;       // version 4: "on" or "off: why"
 };
 
 struct RankData {
@@ -156,6 +173,8 @@ struct RankData {
   std::string sections_filter;   // LAGGARD_SECTIONS the rank captured with ("" = all)
   int64_t gpu_clock_offset_ns = 0;  // host epoch - GPU timestamp, as measured at start (0: no GPU data)
   std::string cupti_status;         // "on", "off: why", "idle: ..." (empty: schema_version 1)
+  std::string nccl_status;          // capture.nccl: "on" (offered to NCCL), "off: why"; empty before version 3
+  int64_t nccl_gpu_shift_ns = 0;    // fallback shift applied to this GPU's NCCL times (0: none)
   std::vector<CaptureWindow> windows;  // sorted by index
   std::vector<std::string> files;
 };

@@ -59,7 +59,7 @@ struct Segment {
   std::string path;
   std::string run_id;
   int rank = -1, local_rank = -1, world_size = -1, segment = 0;
-  std::string host, nvtx_status;
+  std::string host, nvtx_status, nccl_status;
   long pid = 0;
   int64_t process_start_ns = 0, data_end_ns = 0;
   bool final = false;
@@ -152,6 +152,7 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
   }
   if (auto it = j.find("capture"); it != j.end()) {
     s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
+    s.nccl_status = get_or<std::string>(*it, "nccl", "");
     s.cupti_status = get_or<std::string>(*it, "cupti", "");
   }
   if (auto it = j.find("clock"); it != j.end()) s.gpu_clock_offset_ns = get_or<int64_t>(*it, "gpu_offset_ns", 0);
@@ -291,6 +292,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     r.signal = last.signal;
     r.flush_s = last.flush_s;
     r.nvtx_status = last.nvtx_status;
+    r.nccl_status = last.nccl_status;
     r.cupti_status = last.cupti_status;
     r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
     r.dropped = last.dropped;  // cumulative in every file; the last one is the newest

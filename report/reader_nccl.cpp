@@ -1,7 +1,8 @@
 #include "reader_nccl.h"
 
+#include "nccl_gpu_checks.h"
+
 #include <algorithm>
-#include <climits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -10,8 +11,6 @@ namespace laggard::report {
 namespace {
 
 using nlohmann::json;
-
-constexpr int64_t kEpochTolerance = 10'000'000'000;  // GPU clock further off than this: not epoch-based
 
 const json& column(const json& ops, const char* key, size_t n) {
   auto it = ops.find(key);
@@ -47,6 +46,24 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
   for (const auto& [key, value] : dropped.items())
     if (value.is_number_unsigned() || value.is_number_integer()) w.dropped["nccl_" + key] += value.get<uint64_t>();
 
+  if (auto pl = nccl.find("plugin"); pl != nccl.end() && pl->is_object()) {
+    w.nccl_table = pl->value("table", 0);
+    w.nccl_kernel_events = pl->value("kernel_events", std::string());
+  }
+  for (const json& p : nccl.value("p2p", json::array())) {
+    size_t c = p.at("comm").get<size_t>();
+    if (c >= comms.size()) throw std::runtime_error("nccl.p2p names no communicator");
+    CaptureWindow::P2pCounts pc;
+    pc.comm = comms[c].id;
+    pc.comm_nranks = comms[c].nranks;
+    pc.comm_rank = comms[c].rank;
+    pc.sends = p.value("sends", uint64_t{0});
+    pc.recvs = p.value("recvs", uint64_t{0});
+    pc.send_bytes = p.value("send_bytes", uint64_t{0});
+    pc.recv_bytes = p.value("recv_bytes", uint64_t{0});
+    w.p2p.push_back(pc);
+  }
+
   auto it = nccl.find("ops");
   if (it == nccl.end()) return;
   const json& ops = *it;
@@ -67,6 +84,14 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
   const json& host_dur = column(ops, "host_dur_ns", n);
   const json& gpu_start = column(ops, "gpu_start_offset_ns", n);
   const json& gpu_dur = column(ops, "gpu_dur_ns", n);
+  // Optional columns (channels: version 3 writers wrote it, earlier readers ignored it;
+  // chan_host_*: version 4).
+  const json* channels = ops.contains("channels") ? &column(ops, "channels", n) : nullptr;
+  const json* chan_start = ops.contains("chan_host_start_offset_ns") ? &column(ops, "chan_host_start_offset_ns", n) : nullptr;
+  const json* chan_stop = ops.contains("chan_host_stop_offset_ns") ? &column(ops, "chan_host_stop_offset_ns", n) : nullptr;
+  auto offset_at = [&](const json* col, size_t i) -> int64_t {
+    return col && (*col)[i].is_number_integer() ? w.start_ns + (*col)[i].get<int64_t>() : 0;
+  };
 
   w.collectives.reserve(w.collectives.size() + n);
   for (size_t i = 0; i < n; ++i) {
@@ -89,8 +114,11 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
     op.algo = string_at(ids, algo[i]);
     op.proto = string_at(ids, proto[i]);
     op.nchannels = nchannels[i].get<int>();
-    op.host_start_ns = w.start_ns + host_start[i].get<int64_t>();
-    op.host_end_ns = host_dur[i].is_null() ? 0 : op.host_start_ns + host_dur[i].get<int64_t>();
+    if (channels && (*channels)[i].is_number_integer()) op.channels = (*channels)[i].get<int>();
+    op.upload_start_ns = w.start_ns + host_start[i].get<int64_t>();
+    op.upload_end_ns = host_dur[i].is_null() ? 0 : op.upload_start_ns + host_dur[i].get<int64_t>();
+    op.chan_host_start_ns = offset_at(chan_start, i);
+    op.chan_host_stop_ns = offset_at(chan_stop, i);
     if (!gpu_start[i].is_null() && !gpu_dur[i].is_null()) {
       op.gpu_start_ns = w.start_ns + gpu_start[i].get<int64_t>();
       op.gpu_end_ns = op.gpu_start_ns + gpu_dur[i].get<int64_t>();
@@ -100,24 +128,11 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
 }
 
 void finish_nccl_rank(RankData& r, std::vector<Problem>& problems) {
-  // %globaltimer is epoch ns on current drivers. If it is not, put the GPU times where they
-  // must be: no collective ran on the GPU before the host enqueued it.
-  int64_t min_delta = INT64_MAX;
-  for (const CaptureWindow& w : r.windows)
-    for (const Collective& c : w.collectives)
-      if (c.gpu_start_ns) min_delta = std::min(min_delta, c.gpu_start_ns - c.host_start_ns);
-  if (min_delta != INT64_MAX && (min_delta > kEpochTolerance || min_delta < -kEpochTolerance)) {
-    for (CaptureWindow& w : r.windows)
-      for (Collective& c : w.collectives)
-        if (c.gpu_start_ns) {
-          c.gpu_start_ns -= min_delta;
-          c.gpu_end_ns -= min_delta;
-        }
-    problems.push_back({"nccl_gpu_clock", r.rank, "",
-                        fmt::format("rank {}: NCCL's GPU timestamps are {:.1f} s off the host clock; shifted so the "
-                                    "earliest collective starts when the host enqueued it",
-                                    r.rank, double(min_delta) / 1e9)});
-  }
+  shift_far_gpu_clock(r, problems);
+  flag_implausible_gpu_times(r, problems);
+  check_nccl_plugin(r, problems);
+  bool kernel_events_off = false;
+  for (const CaptureWindow& w : r.windows) kernel_events_off |= w.nccl_kernel_events.rfind("off", 0) == 0;
 
   uint64_t lost = 0, no_gpu = 0;
   for (const CaptureWindow& w : r.windows)
@@ -129,7 +144,7 @@ void finish_nccl_rank(RankData& r, std::vector<Problem>& problems) {
     problems.push_back({"nccl_dropped", r.rank, "",
                         fmt::format("rank {} did not record {} NCCL operations (capture buffers full; see the "
                                     "nccl_* dropped counts)", r.rank, lost)});
-  if (no_gpu)
+  if (no_gpu && !kernel_events_off)
     problems.push_back({"nccl_no_gpu_time", r.rank, "",
                         fmt::format("rank {}: {} NCCL operations have no GPU times (NCCL sent no kernel channel "
                                     "events for them); they are left out of the arrival analysis", r.rank, no_gpu)});

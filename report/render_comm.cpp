@@ -34,18 +34,23 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
   if (!rep.ops) return;
   const CommOptions& o = rep.options;
   out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
-                     "only or without GPU times; {} p2p operations\n",
-                     rep.matched, rep.comms.size(), rep.incomplete, rep.p2p);
+                     "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
+                     rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
+  for (const CommSummary& c : rep.comms)
+    if (c.seq_gaps)
+      out << fmt::format("  comm {}: {} sequence numbers never seen (collectives the plugin cannot see, or dropped)\n",
+                         comm_name(m, c), c.seq_gaps);
   if (!rep.matched) return;
-  if (!rep.clock.corrected) {
-    out << "  Clocks: one host, no correction needed.\n";
-  } else {
-    out << fmt::format("  Clocks: {} hosts aligned on the collectives' end times; correction up to {:.3f} ms, "
-                       "residual {:.3f} ms (rank {}'s host is the reference):",
-                       rep.clock.hosts.size(), ms(rep.clock.max_abs_offset_ns), ms(rep.clock.residual_ns),
-                       rep.clock.reference_rank);
-    for (const auto& h : rep.clock.hosts) out << fmt::format(" {} {:+.3f}", h.host, ms(h.offset_ns));
-    out << " ms\n";
+  if (rep.clock.corrected) {
+    out << fmt::format("  Clocks: each GPU's offset and drift fitted to the collectives' end times (rank {} is the "
+                       "reference); offsets up to {:.3f} ms, drift up to {:.2f} ppm, residual {:.3f} ms\n",
+                       rep.clock.reference_rank, ms(rep.clock.max_abs_offset_ns), rep.clock.max_abs_drift_ppm,
+                       ms(rep.clock.residual_ns));
+    std::string per_rank;
+    for (const CommRankStats& r : rep.ranks)
+      if (r.clock_samples && (std::abs(r.clock_offset_ns) >= 1000 || std::abs(r.clock_drift_ppm) >= 0.1))
+        per_rank += fmt::format(" {}:{:+.3f}ms/{:+.2f}ppm", r.rank, ms(r.clock_offset_ns), r.clock_drift_ppm);
+    if (!per_rank.empty()) out << "    corrected ranks (rank:offset/drift):" << per_rank << "\n";
   }
   out << fmt::format("  A rank arrived last when its GPU reached the collective within {:.3f} ms of the latest rank,\n"
                      "  and that was at least {:.3f} ms after the earliest. WAITED: time spent waiting for others;\n"
@@ -106,6 +111,7 @@ json render_comm_json(const RunModel& m, const CommReport& rep) {
   j["collectives"] = rep.matched;
   j["incomplete"] = rep.incomplete;
   j["p2p"] = rep.p2p;
+  j["suspect"] = rep.suspect;
   j["criteria"] = {
       {"lead_floor_ms", ms(o.lead_floor_ns)},
       {"min_collectives", o.min_collectives},
@@ -121,10 +127,13 @@ json render_comm_json(const RunModel& m, const CommReport& rep) {
   for (const auto& h : rep.clock.hosts)
     hosts.push_back({{"host", h.host}, {"offset_ms", ms(h.offset_ns)}, {"rank_spread_ms", ms(h.spread_ns)},
                      {"ranks", h.ranks}});
-  j["clock"] = {{"method", "per-host offsets from the end times of symmetric collectives (median fit)"},
+  j["clock"] = {{"method", "per-rank (per-GPU) offset and drift fitted to the end times of symmetric collectives"},
                 {"corrected", rep.clock.corrected},
                 {"reference_rank", rep.clock.reference_rank >= 0 ? json(rep.clock.reference_rank) : json(nullptr)},
+                {"reference_time_ns", rep.clock.reference_time_ns},
+                {"samples", rep.clock.samples},
                 {"max_abs_offset_ms", ms(rep.clock.max_abs_offset_ns)},
+                {"max_abs_drift_ppm", rep.clock.max_abs_drift_ppm},
                 {"residual_ms", ms(rep.clock.residual_ns)},
                 {"hosts", hosts}};
 
@@ -139,7 +148,12 @@ json render_comm_json(const RunModel& m, const CommReport& rep) {
                      {"waited_ms", ms(r.waited_ns)},
                      {"kernel_ms", ms(r.kernel_ns)},
                      {"clock_offset_ms", ms(r.clock_offset_ns)},
-                     {"clock_estimate_ms", ms(r.clock_estimate_ns)},
+                     {"clock_drift_ppm", r.clock_drift_ppm},
+                     {"clock_residual_ms", ms(r.clock_residual_ns)},
+                     {"clock_samples", r.clock_samples},
+                     {"gpu_shift_ms", ms(double(r.gpu_shift_ns))},
+                     {"suspect", r.suspect},
+                     {"nccl_plugin", r.nccl_plugin},
                      {"p2p_ops", r.p2p_ops},
                      {"p2p_bytes", r.p2p_bytes},
                      {"p2p_gpu_ms", ms(r.p2p_gpu_ns)}});
@@ -171,6 +185,8 @@ json render_comm_json(const RunModel& m, const CommReport& rep) {
                      {"ranks", c.ranks},
                      {"collectives", c.collectives},
                      {"incomplete", c.incomplete},
+                     {"suspect", c.suspect},
+                     {"seq_gaps", c.seq_gaps},
                      {"last_share_threshold", c.last_share_threshold},
                      {"per_rank", per_rank},
                      {"slow_count", c.slow_count},

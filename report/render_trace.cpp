@@ -64,8 +64,8 @@ size_t render_trace(const RunModel& model, std::ostream& out) {
       }
       for (const Collective& c : w.collectives) {
         nccl = true;
-        int64_t start = c.gpu_start_ns ? c.gpu_start_ns : c.host_start_ns;
-        int64_t end = c.gpu_end_ns ? c.gpu_end_ns : c.host_end_ns;
+        int64_t start = c.gpu_start_ns ? c.gpu_start_ns : c.upload_start_ns;
+        int64_t end = c.gpu_end_ns ? c.gpu_end_ns : c.upload_end_ns;
         emit({{"name", model.strings.at(c.func)}, {"cat", "nccl"}, {"ph", "X"}, {"pid", r.rank}, {"tid", kNcclTid},
               {"ts", us(start)}, {"dur", double(std::max<int64_t>(0, end - start)) / 1e3},
               {"args", {{"comm", model.strings.at(c.comm)}, {"seq", c.seq}, {"bytes", c.bytes},

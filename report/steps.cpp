@@ -20,16 +20,19 @@ std::vector<Step> section_steps(const RankData& r, const std::string& name) {
 
 struct Op {
   uint64_t key;      // what must repeat: (communicator, func), or the NCCL kernel's name
-  int64_t start_ns;  // host enqueue / launch
+  int64_t start_ns;  // GPU start (plugin) / launch (CUPTI)
   int64_t end_ns;
 };
 
-// The rank's collectives from the NCCL plugin, else its NCCL kernels from CUPTI.
+// The rank's collectives with GPU times from the NCCL plugin, else its NCCL kernels from CUPTI.
+// The plugin's host times are NCCL's plan upload (after the launch, or in a host callback at
+// graph replay), not the enqueue: they do not mark where a step starts.
 std::vector<Op> collective_ops(const RankData& r) {
   std::vector<Op> ops;
   for (const CaptureWindow& w : r.windows)
     for (const Collective& c : w.collectives)
-      ops.push_back({(uint64_t(c.comm) << 32) | c.func, c.host_start_ns, c.gpu_end_ns ? c.gpu_end_ns : c.host_end_ns});
+      if (c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns)
+        ops.push_back({(uint64_t(c.comm) << 32) | c.func, c.gpu_start_ns, c.gpu_end_ns});
   if (ops.empty())
     for (const CaptureWindow& w : r.windows)
       for (const GpuActivity& a : w.gpu)
@@ -39,7 +42,7 @@ std::vector<Op> collective_ops(const RankData& r) {
 }
 
 // Steps from collectives: the shortest period P with which the rank's sequence of
-// collectives repeats; a step starts at the host enqueue of each period's first op.
+// collectives repeats; a step starts where each period's first op starts.
 std::vector<Step> collective_steps(const RankData& r, int* period_out) {
   std::vector<Op> ops = collective_ops(r);
   const size_t n = ops.size();

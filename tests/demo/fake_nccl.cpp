@@ -6,7 +6,19 @@
 //
 //   laggard-fake-nccl --base-ns NS [--steps N] [--step-ms MS] [--channels C]
 //                     [--late-rank R --late-ms MS] [--loader 2.28|2.27.3] [--abi auto|4|5|6]
-//                     [--finalize]
+//                     [--finalize] [--gpu-skew RANK:US]... [--gpu-drift RANK:PPM]
+//                     [--stale RANK:EVERY:SHIFT] [--partial RANK:EVERY] [--p2p-per-step N]
+//
+// Faults of real GPUs and of NCCL's proxy (issue 11), each on one rank:
+//   --gpu-skew    that GPU's %globaltimer reads US microseconds ahead (may be negative)
+//   --gpu-drift   that GPU's timer runs PPM parts per million fast
+//   --stale       every EVERY-th op reports the GPU times of the op SHIFT away (-1: an earlier
+//                 work's timestamps, as shifted ring counters give; +2: a later work's)
+//   --partial     every EVERY-th op announces one channel more than report; the channels that do
+//                 report ran 4 ms late (the earliest one is the one missing)
+//   --p2p-per-step  Send/Recv pairs per step without channel events (an MoE all-to-all)
+// NCCL_CONF_FILE (or ~/.nccl.conf, /etc/nccl.conf) is read for NCCL_PROFILER_PLUGIN as NCCL
+// does (src/misc/param.cc): the environment wins, then the first definition.
 //
 // GPU timestamps are synthetic: step i of every rank happens at base + i * step-ms on one
 // shared timeline, so ranks (separate processes started by `laggard run --nproc`) agree on
@@ -26,6 +38,8 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "abi_v4.h"
 #include "abi_v6.h"
@@ -44,6 +58,12 @@ struct Options {
   std::string loader = "2.28";
   std::string abi = "auto";
   bool finalize = false;
+  std::vector<std::pair<int, double>> skews;  // (rank, us); repeatable
+  int drift_rank = -1;
+  double drift_ppm = 0;
+  int stale_rank = -1, stale_every = 0, stale_shift = 0;
+  int partial_rank = -1, partial_every = 0;
+  int p2p_per_step = 0;
 };
 
 [[noreturn]] void usage(const char* msg) {
@@ -68,10 +88,40 @@ Options parse(int argc, char** argv) {
     else if (a == "--loader") o.loader = next();
     else if (a == "--abi") o.abi = next();
     else if (a == "--finalize") o.finalize = true;
+    else if (a == "--gpu-skew") {
+      std::pair<int, double> sk{-1, 0};
+      std::sscanf(next(), "%d:%lf", &sk.first, &sk.second);
+      o.skews.push_back(sk);
+    }
+    else if (a == "--gpu-drift") std::sscanf(next(), "%d:%lf", &o.drift_rank, &o.drift_ppm);
+    else if (a == "--stale") std::sscanf(next(), "%d:%d:%d", &o.stale_rank, &o.stale_every, &o.stale_shift);
+    else if (a == "--partial") std::sscanf(next(), "%d:%d", &o.partial_rank, &o.partial_every);
+    else if (a == "--p2p-per-step") o.p2p_per_step = std::atoi(next());
     else usage(("unknown option " + a).c_str());
   }
   if (!o.base_ns) usage("--base-ns is required (the shared timeline's start, epoch ns)");
   return o;
+}
+
+// NCCL's initEnv (src/misc/param.cc): KEY=VALUE lines, setenv without overwriting.
+void read_nccl_conf() {
+  const char* user = std::getenv("NCCL_CONF_FILE");
+  const char* home = std::getenv("HOME");
+  std::string files[2] = {user && *user ? user : home ? std::string(home) + "/.nccl.conf" : "", "/etc/nccl.conf"};
+  for (const std::string& f : files) {
+    FILE* in = f.empty() ? nullptr : std::fopen(f.c_str(), "r");
+    if (!in) continue;
+    char line[4096];
+    while (std::fgets(line, sizeof line, in)) {
+      size_t n = std::strlen(line);
+      while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+      char* eq = std::strchr(line, '=');
+      if (line[0] == '#' || !eq) continue;
+      *eq = '\0';
+      setenv(line, eq + 1, 0);
+    }
+    std::fclose(in);
+  }
 }
 
 // NCCL's plugin_open.cc, as of the given version: which library NCCL_PROFILER_PLUGIN opens.
@@ -108,6 +158,8 @@ int64_t jitter(int rank, int step) {
 struct KernelWork {
   void* op;
   uint64_t start, stop;
+  int channels;
+  uint64_t late_start;  // added to every reported channel's times (it ran late)
 };
 
 template <class Table, class Descr>
@@ -123,6 +175,7 @@ int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
   std::printf("rank %d: plugin '%s' init rc=%d mask=0x%x context=%s\n", rank, table->name, rc, mask,
               ctx ? "set" : "null");
   if (!mask) return 0;
+  const bool kernel_events = mask & nabi::kKernelCh;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -136,17 +189,17 @@ int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
       KernelWork w = queue.front();
       queue.pop_front();
       lock.unlock();
-      for (int c = 0; c < o.channels; ++c) {
+      for (int c = 0; c < w.channels; ++c) {
         Descr k{};
         k.type = nabi::kKernelCh;
         k.parentObj = w.op;
         k.kernelCh.channelId = static_cast<uint8_t>(c);
-        k.kernelCh.pTimer = w.start + c * 40;
+        k.kernelCh.pTimer = w.start + w.late_start + c * 40;
         void* h = nullptr;
         table->startEvent(ctx, &h, &k);
         if (!h) continue;
         nabi::StateArgs a{};
-        a.kernelCh.pTimer = w.stop - c * 40;
+        a.kernelCh.pTimer = w.stop + w.late_start - c * 40;
         table->recordEventState(h, nabi::kStateKernelChStop, &a);
         table->stopEvent(h);
       }
@@ -156,6 +209,22 @@ int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
 
   const int64_t step_ns = static_cast<int64_t>(o.step_ms * 1e6);
   const int64_t late_ns = static_cast<int64_t>(o.late_ms * 1e6);
+  // This GPU's clock: skewed and drifting against the shared timeline.
+  auto gpu_clock = [&](int64_t t) -> uint64_t {
+    double v = double(t);
+    for (const auto& [r, us] : o.skews)
+      if (r == rank) v += us * 1000;
+    if (rank == o.drift_rank) v += double(t - o.base_ns) * o.drift_ppm * 1e-6;
+    return static_cast<uint64_t>(v);
+  };
+  // The shared timeline of step i on this rank: arrival and end.
+  const bool anyone_late = o.late_rank >= 0 && o.late_rank < world;
+  auto arrive_at = [&](int i) {
+    return o.base_ns + int64_t(i) * step_ns + jitter(rank, i) + (rank == o.late_rank ? late_ns : 0);
+  };
+  auto end_at = [&](int i) {
+    return o.base_ns + int64_t(i) * step_ns + (anyone_late ? late_ns : 0) + 5000 + 300'000 + jitter(rank + 100, i) / 10;
+  };
   for (int i = 0; i < o.steps; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000)));
     void* api = nullptr;
@@ -179,7 +248,7 @@ int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
     d.coll.count = 1 << 20;
     d.coll.root = 0;
     d.coll.datatype = "ncclFloat32";
-    d.coll.nChannels = static_cast<uint8_t>(o.channels);
+    d.coll.nChannels = static_cast<uint8_t>(o.channels);  // partial ops: one of them never reports
     d.coll.nWarps = 16;
     d.coll.algo = "RING";
     d.coll.proto = "SIMPLE";
@@ -199,19 +268,40 @@ int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
       p.p2p.nChannels = 1;
       table->startEvent(ctx, &send, &p);
     }
+    std::vector<void*> flood;
+    for (int k = 0; k < o.p2p_per_step; ++k)  // all-to-all: a send and a receive per peer
+      for (const char* func : {"Send", "Recv"}) {
+        Descr p{};
+        p.type = nabi::kP2p;
+        p.parentObj = group_handle;
+        p.rank = rank;
+        p.p2p.func = func;
+        p.p2p.datatype = "ncclBfloat16";
+        p.p2p.count = 1024;
+        p.p2p.peer = k % world;
+        p.p2p.nChannels = 1;
+        void* h = nullptr;
+        table->startEvent(ctx, &h, &p);
+        if (h) flood.push_back(h);
+      }
     if (op) table->stopEvent(op);
     if (send) table->stopEvent(send);
+    for (void* h : flood) table->stopEvent(h);
     if (group_handle) table->stopEvent(group_handle);
     if (api) table->stopEvent(api);
 
-    const int64_t step0 = o.base_ns + int64_t(i) * step_ns;
-    const bool anyone_late = o.late_rank >= 0 && o.late_rank < world;
-    const int64_t arrive = step0 + jitter(rank, i) + (rank == o.late_rank ? late_ns : 0);
-    const int64_t last = step0 + (anyone_late ? late_ns : 0) + 5000;
-    const int64_t end = last + 300'000 + jitter(rank + 100, i) / 10;
+    int times_of = i;  // whose GPU times this op reports
+    // (Only work that exists: the first op has no earlier one, the last no later one.)
+    if (rank == o.stale_rank && o.stale_every > 0 && i % o.stale_every == o.stale_every - 1 && i + o.stale_shift >= 0 &&
+        i + o.stale_shift < o.steps)
+      times_of = i + o.stale_shift;
+    const bool partial = rank == o.partial_rank && o.partial_every > 0 && i % o.partial_every == o.partial_every - 1;
+    const uint64_t arrive = gpu_clock(arrive_at(times_of)), end = gpu_clock(end_at(times_of));
+    if (!kernel_events) continue;
     std::lock_guard<std::mutex> lock(mu);
-    if (op) queue.push_back({op, static_cast<uint64_t>(arrive), static_cast<uint64_t>(end)});
-    if (send) queue.push_back({send, static_cast<uint64_t>(arrive), static_cast<uint64_t>(arrive + 20'000)});
+    if (op)
+      queue.push_back({op, arrive, end, partial ? o.channels - 1 : o.channels, partial ? uint64_t{4'000'000} : 0});
+    if (send) queue.push_back({send, arrive, arrive + 20'000, 1, 0});
     cv.notify_one();
   }
   {
@@ -232,6 +322,7 @@ int main(int argc, char** argv) {
   const char* r = std::getenv("RANK");
   const char* w = std::getenv("WORLD_SIZE");
   int rank = r ? std::atoi(r) : 0, world = w ? std::atoi(w) : 1;
+  read_nccl_conf();
   void* lib = open_plugin(o.loader);
   const char* env = std::getenv("NCCL_PROFILER_PLUGIN");
   if (!lib) {

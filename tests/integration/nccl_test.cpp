@@ -2,6 +2,7 @@
 // NCCL does) under `laggard run --nproc 4`, then `laggard report`. One rank reaches every
 // collective late; the others' step times are the same as its own, the collectives are not.
 #include <chrono>
+#include <fstream>
 #include <set>
 
 #include "harness.h"
@@ -106,7 +107,9 @@ TEST_F(NcclEndToEnd, TheSonameWorksWithTheOldestAndNewestLoaders) {
 TEST_F(NcclEndToEnd, EachInterfaceVersionWorks) {
   for (const char* abi : {"4", "5", "6"}) {
     fs::remove_all(out());
-    ProcessResult run = run_fake(4, {"--steps", "30", "--late-rank", "3", "--abi", abi});
+    // v4 (NCCL 2.27) gets kernel events only when asked (see V4TableKeepsKernelEventsOffUnlessAsked).
+    ProcessResult run = run_fake(4, {"--steps", "30", "--late-rank", "3", "--abi", abi},
+                                 {{"LAGGARD_NCCL_KERNEL_EVENTS", "1"}});
     ASSERT_EQ(run.exit_code, 0) << abi << run.err;
     expect_late_rank_blamed(report(), 3, 30);
   }
@@ -167,6 +170,158 @@ TEST_F(NcclEndToEnd, ProcessWithoutRankKeepsNcclEventsOff) {
   EXPECT_EQ(r.err, "");
   EXPECT_NE(r.out.find("init rc=0 mask=0x0 context=null"), std::string::npos) << r.out;
   EXPECT_TRUE(rank_files().empty());
+}
+
+// The faults of issue 11, each on a rank that is not late: the merged report names the truly
+// late rank and nobody else.
+class NcclFaults : public NcclEndToEnd {
+ protected:
+  void expect_only(const nlohmann::json& rep, int late) {
+    const auto& comm = rep["comm"];
+    EXPECT_EQ(comm_stragglers(rep), std::set<int>{late}) << rep["stragglers"].dump() << comm["ranks"].dump();
+    ASSERT_EQ(comm["ranks"].size(), 4u) << comm.dump();
+    double blame_late = comm["ranks"][late]["blame_ms"].get<double>();
+    EXPECT_GT(blame_late, 0);
+    for (const auto& r : comm["ranks"]) {
+      if (r["rank"] == late) continue;
+      EXPECT_EQ(r["last_count"], 0) << r.dump();
+      EXPECT_LT(r["blame_ms"].get<double>(), 0.01 * blame_late) << r.dump();
+    }
+  }
+  // Files of ranks 2 and 3 as a second host would have written them.
+  void move_ranks_to_second_host() {
+    for (const auto& f : rank_files()) {
+      std::string text = read_file(f.string());
+      if (text.find("\"rank\":2,") == std::string::npos && text.find("\"rank\":3,") == std::string::npos) continue;
+      nlohmann::json j = nlohmann::json::parse(text);
+      if (j["rank"] != 2 && j["rank"] != 3) continue;
+      j["host"] = "second-host";
+      std::ofstream(f) << j.dump();
+    }
+  }
+};
+
+// One GPU's %globaltimer reads 4 ms ahead of its neighbours on the same host (issue 11 item 6).
+TEST_F(NcclFaults, GpuTimerSkewOnOneRankOfOneHost) {
+  ProcessResult run = run_fake(4, {"--steps", "40", "--late-rank", "2", "--gpu-skew", "1:4000"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  expect_only(rep, 2);
+  EXPECT_NEAR(rep["comm"]["ranks"][1]["clock_offset_ms"].get<double>(), 4.0, 0.05);
+}
+
+// Host 2's clocks 8 ms behind, and one of its GPUs 4.4 ms off its neighbour.
+TEST_F(NcclFaults, GpuTimerSkewOnOneRankOfTwoHosts) {
+  ProcessResult run = run_fake(4, {"--steps", "40", "--late-rank", "0", "--gpu-skew", "2:-8000", "--gpu-skew",
+                                   "3:-3600"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  move_ranks_to_second_host();
+  nlohmann::json rep = report();
+  expect_only(rep, 0);
+  EXPECT_NEAR(rep["comm"]["ranks"][2]["clock_offset_ms"].get<double>(), -8.0, 0.05);
+  EXPECT_NEAR(rep["comm"]["ranks"][3]["clock_offset_ms"].get<double>(), -3.6, 0.05);
+  EXPECT_EQ(rep["comm"]["clock"]["hosts"].size(), 2u);
+}
+
+// 500 ppm over 3 s is 1.5 ms: a fixed offset would make rank 3 last at one end of the run
+// (issue 11 item 7). (Real drift is ppm-level over hours; the run is short.)
+TEST_F(NcclFaults, GpuTimerDrift) {
+  ProcessResult run = run_fake(4, {"--steps", "300", "--step-ms", "10", "--late-rank", "1", "--late-ms", "0.3",
+                                   "--gpu-drift", "3:500"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  expect_only(rep, 1);
+  EXPECT_NEAR(rep["comm"]["ranks"][3]["clock_drift_ppm"].get<double>(), 500, 10);
+  EXPECT_LT(rep["comm"]["clock"]["residual_ms"].get<double>(), 0.01);
+}
+
+// Every 5th op of rank 1 reports the timestamps of the op two later (issue 11 item 8).
+TEST_F(NcclFaults, StaleTimestamp) {
+  ProcessResult run = run_fake(4, {"--steps", "60", "--late-rank", "2", "--stale", "1:5:2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  expect_only(rep, 2);
+  EXPECT_GE(rep["comm"]["ranks"][1]["suspect"].get<int>(), 12);
+  bool noted = false;
+  for (const auto& p : rep["problems"]) noted |= p["kind"] == "nccl_gpu_time_suspect" && p["rank"] == 1;
+  EXPECT_TRUE(noted) << rep["problems"].dump();
+}
+
+// Every 4th op of rank 1 misses its earliest channel (issue 11 item 8).
+TEST_F(NcclFaults, PartialOperation) {
+  ProcessResult run = run_fake(4, {"--steps", "40", "--late-rank", "2", "--partial", "1:4"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  expect_only(rep, 2);
+  EXPECT_EQ(rep["comm"]["ranks"][1]["suspect"], 10);
+  EXPECT_EQ(rep["comm"]["suspect"], 10);
+}
+
+// 12000 Send/Recv per rank, more than the 8192 in-flight slots (issue 11 item 2).
+TEST_F(NcclFaults, P2pFlood) {
+  ProcessResult run = run_fake(4, {"--steps", "60", "--late-rank", "3", "--p2p-per-step", "100"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json rep = report();
+  expect_only(rep, 3);
+  EXPECT_EQ(rep["comm"]["collectives"], 60);
+  EXPECT_EQ(rep["comm"]["p2p"], 4 * (60 * 200 + 6));
+}
+
+// A child that inherits NCCL_PROFILER_PLUGIN but not LD_PRELOAD (issue 11 item 4).
+TEST_F(NcclFaults, ChildWithoutLdPreloadDeclines) {
+  ProcessOptions o = clean_env();
+  o.env["NCCL_PROFILER_PLUGIN"] = "liblaggard.so";
+  o.env["LD_LIBRARY_PATH"] = fs::path(kLibrary).parent_path().string();
+  o.env["RANK"] = "0";
+  o.env["WORLD_SIZE"] = "1";
+  o.env["LAGGARD_OUT"] = out();
+  ProcessResult r = run_process({kFakeNccl, "--base-ns", std::to_string(now_ns()), "--steps", "3"}, o);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plugin 'laggard' init rc=0 mask=0x0 context=null"), std::string::npos) << r.out;
+  EXPECT_TRUE(rank_files().empty());
+}
+
+// NCCL_PROFILER_PLUGIN set in NCCL's configuration file (issue 11 item 3).
+TEST_F(NcclFaults, NcclConfSettingsAreHonoured) {
+  std::string conf = out() + "-nccl.conf";
+  std::ofstream(conf) << "# chosen by the admin\nNCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-inspector.so\n";
+  ProcessResult run = run_fake(2, {"--steps", "5"}, {{"NCCL_CONF_FILE", conf}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("NCCL_PROFILER_PLUGIN is set in " + conf), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("no profiler plugin (NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-inspector.so)"),
+            std::string::npos)
+      << run.out;
+  // Naming laggard there works like naming it in the environment.
+  fs::remove_all(out());
+  std::ofstream(conf) << "NCCL_PROFILER_PLUGIN=liblaggard.so\n";
+  run = run_fake(4, {"--steps", "30", "--late-rank", "1"}, {{"NCCL_CONF_FILE", conf}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("warning"), std::string::npos) << run.err;
+  expect_only(report(), 1);
+  fs::remove(conf);
+}
+
+// NCCL 2.27 (v4 table): kernel events stay off unless asked, and the report says why nobody is
+// blamed from NCCL (issue 11 items 1 and 5).
+TEST_F(NcclFaults, V4TableKeepsKernelEventsOffUnlessAsked) {
+  ProcessResult run = run_fake(4, {"--steps", "30", "--late-rank", "2", "--abi", "4"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("init rc=0 mask=0x6 context=set"), std::string::npos) << run.out;
+  nlohmann::json rep = report();
+  EXPECT_TRUE(comm_stragglers(rep).empty()) << rep["stragglers"].dump();
+  EXPECT_EQ(rep["comm"]["collectives"], 0);
+  EXPECT_NE(rep["comm"]["ranks"][0]["nccl_plugin"].get<std::string>().find("v4 table, kernel events off: NCCL 2.27"),
+            std::string::npos)
+      << rep["comm"]["ranks"][0].dump();
+  int off = 0;
+  for (const auto& p : rep["problems"]) off += p["kind"] == "nccl_kernel_events_off";
+  EXPECT_EQ(off, 4) << rep["problems"].dump();
+
+  fs::remove_all(out());
+  run = run_fake(4, {"--steps", "30", "--late-rank", "2", "--abi", "4"}, {{"LAGGARD_NCCL_KERNEL_EVENTS", "1"}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("init rc=0 mask=0x46 context=set"), std::string::npos) << run.out;
+  expect_only(report(), 2);
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ RunModel make_run(const Spec& spec) {
       c.seq = static_cast<uint64_t>(step);
       c.count = 1 << 24;
       c.bytes = 4u << 24;
-      c.host_start_ns = host_launch[r];
-      c.host_end_ns = host_launch[r] + spec.launch_ns;
+      c.upload_start_ns = host_launch[r];
+      c.upload_end_ns = host_launch[r] + spec.launch_ns;
       c.gpu_start_ns = a.start_ns;
       c.gpu_end_ns = a.end_ns;
       s.colls.push_back(c);

@@ -21,6 +21,7 @@ struct Scenario {
   int64_t jitter = 5 * kUs;    // arrival noise of everybody
   std::vector<std::string> hosts = {"a", "a", "b", "b"};
   std::vector<int64_t> host_clock_shift = {0, 0, 0, 0};  // per rank, added to its GPU times
+  std::vector<double> drift_ppm = {0, 0, 0, 0};          // per rank: its GPU clock's rate error
   int64_t transfer = 200 * kUs;
   uint64_t bytes = 4 << 20;
   std::vector<int> slow_seqs;  // collectives whose transfer takes 10x longer
@@ -67,10 +68,12 @@ RunModel build(const Scenario& sc) {
       c.seq = static_cast<uint64_t>(i);
       c.bytes = sc.bytes;
       c.count = sc.bytes / 4;
-      c.host_start_ns = arrive[r] - 30 * kUs;
-      c.host_end_ns = c.host_start_ns + 10 * kUs;
-      c.gpu_start_ns = arrive[r] + sc.host_clock_shift[r];
-      c.gpu_end_ns = last + transfer + jit(rng) / 5 + sc.host_clock_shift[r];
+      c.upload_start_ns = arrive[r] - 30 * kUs;
+      c.upload_end_ns = c.upload_start_ns + 10 * kUs;
+      auto drift = [&](int64_t t) { return std::llround(double(t - kT0) * sc.drift_ppm[r] * 1e-6); };
+      c.gpu_start_ns = arrive[r] + sc.host_clock_shift[r] + drift(arrive[r]);
+      int64_t end = last + transfer + jit(rng) / 5;
+      c.gpu_end_ns = end + sc.host_clock_shift[r] + drift(end);
       m.ranks[r].windows[0].collectives.push_back(c);
     }
   }
@@ -146,7 +149,7 @@ TEST(CommAnalysis, ShiftedHostClocksGiveTheSameVerdictAfterAlignment) {
   EXPECT_NEAR(b.clock.max_abs_offset_ns, 8.0 * kMs, 20 * kUs);
   ASSERT_EQ(b.clock.hosts.size(), 2u);
   EXPECT_NEAR(b.clock.hosts[1].offset_ns, -8.0 * kMs, 20 * kUs);
-  EXPECT_EQ(b.clock.hosts[0].offset_ns, 0);
+  EXPECT_NEAR(b.clock.hosts[0].offset_ns, 0, 20 * kUs);
   EXPECT_EQ(b.clock.reference_rank, 0);
   EXPECT_LT(b.clock.residual_ns, 10 * kUs);
   EXPECT_NEAR(b.ranks[2].clock_offset_ns, -8.0 * kMs, 20 * kUs);
@@ -156,6 +159,87 @@ TEST(CommAnalysis, ShiftedHostClocksGiveTheSameVerdictAfterAlignment) {
     EXPECT_NEAR(b.ranks[r].waited_ns, a.ranks[r].waited_ns, 0.01 * a.ranks[0].waited_ns) << r;
   }
   EXPECT_EQ(comm_straggler_ranks(b), std::vector<int>{2});
+}
+
+// Only the truly late rank is named: no other rank arrives last, none gets more than 1 % of its blame.
+void expect_only_late_rank_blamed(const CommReport& rep, int late) {
+  EXPECT_EQ(comm_straggler_ranks(rep), std::vector<int>{late});
+  for (const CommRankStats& r : rep.ranks) {
+    if (r.rank == late) continue;
+    EXPECT_EQ(r.last, 0u) << "rank " << r.rank;
+    EXPECT_LT(r.blame_ns, 0.01 * rep.ranks[late].blame_ns) << "rank " << r.rank;
+  }
+}
+
+// %globaltimer is per GPU (issue 11 item 6): one GPU of a host reading 400 us ahead of its
+// neighbours was blamed for every collective while offsets were per host.
+TEST(CommAnalysis, OneGpuSkewedOnOneHostIsCorrectedPerRank) {
+  Scenario sc;
+  sc.hosts = {"a", "a", "a", "a"};
+  sc.host_clock_shift = {0, 400 * kUs, 0, 0};
+  CommReport rep = analyze(build(sc));
+  EXPECT_TRUE(rep.clock.corrected);
+  EXPECT_NEAR(rep.ranks[1].clock_offset_ns, 400.0 * kUs, 10 * kUs);
+  EXPECT_NEAR(rep.clock.hosts[0].spread_ns, 400.0 * kUs, 10 * kUs);
+  expect_only_late_rank_blamed(rep, 2);
+}
+
+TEST(CommAnalysis, OneGpuSkewedOnTwoHostsIsCorrectedPerRank) {
+  Scenario sc;
+  sc.late_rank = 1;
+  sc.host_clock_shift = {0, 0, -8 * kMs, -8 * kMs + 400 * kUs};
+  CommReport rep = analyze(build(sc));
+  EXPECT_NEAR(rep.ranks[2].clock_offset_ns, -8.0 * kMs, 10 * kUs);
+  EXPECT_NEAR(rep.ranks[3].clock_offset_ns, -8.0 * kMs + 400 * kUs, 10 * kUs);
+  expect_only_late_rank_blamed(rep, 1);
+}
+
+// A fixed offset per run turns ppm drift into invented lateness (issue 11 item 7): 50 ppm over
+// 6 s is 300 us.
+TEST(CommAnalysis, DriftIsFittedPerRankAndReported) {
+  Scenario sc;
+  sc.ncoll = 300;
+  sc.late_rank = 0;
+  sc.host_clock_shift = {0, 0, 0, 2 * kMs};
+  sc.drift_ppm = {0, 0, 0, 50};
+  CommReport rep = analyze(build(sc));
+  EXPECT_NEAR(rep.ranks[3].clock_drift_ppm, 50, 1);
+  EXPECT_NEAR(rep.ranks[3].clock_offset_ns, 2.0 * kMs, 10 * kUs);
+  EXPECT_LT(rep.ranks[3].clock_residual_ns, 10 * kUs);
+  EXPECT_LT(rep.clock.residual_ns, 10 * kUs);
+  EXPECT_NEAR(rep.clock.max_abs_drift_ppm, 50, 1);
+  expect_only_late_rank_blamed(rep, 0);
+}
+
+// Ops whose GPU times belong to other work stay out of blame and of the clock fit, counted.
+TEST(CommAnalysis, SuspectGpuTimesStayOutOfBlameAndClockFit) {
+  Scenario sc;
+  RunModel m = build(sc);
+  for (int i = 3; i < 100; i += 7) {
+    Collective& c = m.ranks[3].windows[0].collectives[i];
+    c.gpu_start_ns += 30 * kMs;  // another work's timestamps: would make rank 3 late
+    c.gpu_end_ns += 30 * kMs;
+    c.gpu_time_suspect = "out_of_order";
+  }
+  CommReport rep = analyze(m);
+  EXPECT_EQ(rep.suspect, 14u);
+  EXPECT_EQ(rep.incomplete, 14u);
+  EXPECT_EQ(rep.ranks[3].suspect, 14u);
+  EXPECT_LT(std::abs(rep.ranks[3].clock_offset_ns), 10 * kUs);
+  expect_only_late_rank_blamed(rep, 2);
+}
+
+TEST(CommAnalysis, SequenceGapsArePerCommunicator) {
+  Scenario sc;
+  RunModel m = build(sc);
+  for (RankData& r : m.ranks) {
+    auto& v = r.windows[0].collectives;
+    v.erase(std::remove_if(v.begin(), v.end(), [](const Collective& c) { return c.seq == 5 || c.seq == 6; }), v.end());
+  }
+  CommReport rep = analyze(m);
+  ASSERT_EQ(rep.comms.size(), 1u);
+  EXPECT_EQ(rep.comms[0].seq_gaps, 2u);
+  EXPECT_EQ(analyze(build(sc)).comms[0].seq_gaps, 0u);
 }
 
 TEST(CommAnalysis, BalancedRanksHaveNoStraggler) {
@@ -244,6 +328,18 @@ TEST(CommAnalysis, IncompleteCollectivesAndP2pAreCountedNotMatched) {
   EXPECT_EQ(rep.ranks[0].p2p_bytes, 64u);
   EXPECT_DOUBLE_EQ(rep.ranks[0].p2p_gpu_ns, 3.0 * kUs);
   EXPECT_EQ(rep.ops, 4u * 100 - 1 + 1);
+  // Version 4: p2p counted per communicator, not listed.
+  CaptureWindow::P2pCounts counts;
+  counts.comm = p2p.comm;
+  counts.sends = 3;
+  counts.recvs = 2;
+  counts.send_bytes = 300;
+  counts.recv_bytes = 200;
+  m.ranks[2].windows[0].p2p.push_back(counts);
+  rep = analyze(m);
+  EXPECT_EQ(rep.p2p, 6u);
+  EXPECT_EQ(rep.ranks[2].p2p_ops, 5u);
+  EXPECT_EQ(rep.ranks[2].p2p_bytes, 500u);
 }
 
 TEST(CommAnalysis, NoNcclDataIsAnEmptyReport) {

@@ -124,5 +124,15 @@ TEST(Config, NcclSwitch) {
   EXPECT_NE(bad.warnings[0].find("LAGGARD_NCCL='sometimes'"), std::string::npos) << bad.warnings[0];
 }
 
+TEST(Config, NcclKernelEventsSwitch) {
+  EXPECT_EQ(parse_config(map_env({})).config.nccl_kernel_events, -1);
+  EXPECT_EQ(parse_config(map_env({{"LAGGARD_NCCL_KERNEL_EVENTS", "auto"}})).config.nccl_kernel_events, -1);
+  EXPECT_EQ(parse_config(map_env({{"LAGGARD_NCCL_KERNEL_EVENTS", "0"}})).config.nccl_kernel_events, 0);
+  EXPECT_EQ(parse_config(map_env({{"LAGGARD_NCCL_KERNEL_EVENTS", "on"}})).config.nccl_kernel_events, 1);
+  ConfigResult bad = parse_config(map_env({{"LAGGARD_NCCL_KERNEL_EVENTS", "2"}}));
+  EXPECT_EQ(bad.config.nccl_kernel_events, -1);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+}
+
 }  // namespace
 }  // namespace laggard

@@ -55,8 +55,8 @@ laggard::WindowSnapshot window_with_ops(uint64_t gpu_base) {
   c.bytes = 1024;
   c.nchannels = 2;
   c.channels = 2;
-  c.host_start_ns = kWindowStart - 5000;  // enqueued in the previous window
-  c.host_end_ns = kWindowStart + 1000;
+  c.upload_start_ns = kWindowStart - 5000;  // enqueued in the previous window
+  c.upload_end_ns = kWindowStart + 1000;
   c.gpu_start = gpu_base + 20'000;
   c.gpu_end = gpu_base + 70'000;
   n.ops.push_back(c);
@@ -68,11 +68,18 @@ laggard::WindowSnapshot window_with_ops(uint64_t gpu_base) {
   p.peer = 2;
   p.count = 8;
   p.bytes = 32;
-  p.host_start_ns = kWindowStart + 100;
-  p.host_end_ns = 0;  // unknown
+  p.upload_start_ns = kWindowStart + 100;
+  p.upload_end_ns = 0;  // unknown
   n.ops.push_back(p);  // no GPU times
   n.dropped.pool_full = 3;
   n.dropped.no_gpu_time = 1;
+  // Version 4.
+  n.table_version = 5;
+  n.inits = 2;
+  n.kernel_events = "on";
+  n.ops[0].chan_host_start_ns = kWindowStart + 25'000;
+  n.ops[0].chan_host_stop_ns = kWindowStart + 80'000;
+  n.p2p.push_back({1, 7, 5, 700, 500});
   return w;
 }
 
@@ -95,12 +102,27 @@ TEST(NcclFile, OpsCommunicatorsAndDropsRoundTrip) {
   EXPECT_TRUE(nccl["ops"]["gpu_dur_ns"][1].is_null());
   EXPECT_EQ(nccl["ops"]["algo"][1], -1);
   EXPECT_EQ(nccl["dropped"]["pool_full"], 3);
+  EXPECT_EQ(nccl["plugin"]["table"], 5);
+  EXPECT_EQ(nccl["plugin"]["kernel_events"], "on");
+  EXPECT_EQ(nccl["ops"]["chan_host_stop_offset_ns"][0], 80'000);
+  EXPECT_TRUE(nccl["ops"]["chan_host_start_offset_ns"][1].is_null());
 
   laggard::report::RunModel m = laggard::report::read_run(run_dir);
   ASSERT_EQ(m.ranks.size(), 1u);
   const auto& ops = m.ranks[0].windows.at(0).collectives;
   ASSERT_EQ(ops.size(), 2u);
   const auto& c = ops[0];
+  EXPECT_EQ(c.chan_host_start_ns, kWindowStart + 25'000);
+  EXPECT_EQ(c.chan_host_stop_ns, kWindowStart + 80'000);
+  EXPECT_EQ(c.channels, 2);
+  EXPECT_EQ(m.ranks[0].nccl_status, "on");
+  const auto& win = m.ranks[0].windows.at(0);
+  EXPECT_EQ(win.nccl_table, 5);
+  EXPECT_EQ(win.nccl_kernel_events, "on");
+  ASSERT_EQ(win.p2p.size(), 1u);
+  EXPECT_EQ(m.strings.at(win.p2p[0].comm), "00000000000000ff");
+  EXPECT_EQ(win.p2p[0].sends, 7u);
+  EXPECT_EQ(win.p2p[0].recv_bytes, 500u);
   EXPECT_EQ(m.strings.at(c.comm), "000000001234abcd");
   EXPECT_EQ(m.strings.at(c.comm_name), "dp \"group\"");
   EXPECT_EQ(c.comm_nranks, 2);
@@ -116,8 +138,8 @@ TEST(NcclFile, OpsCommunicatorsAndDropsRoundTrip) {
   EXPECT_EQ(c.bytes, 1024u);
   EXPECT_EQ(c.root, -1);
   EXPECT_EQ(c.nchannels, 2);
-  EXPECT_EQ(c.host_start_ns, kWindowStart - 5000);
-  EXPECT_EQ(c.host_end_ns, kWindowStart + 1000);
+  EXPECT_EQ(c.upload_start_ns, kWindowStart - 5000);
+  EXPECT_EQ(c.upload_end_ns, kWindowStart + 1000);
   EXPECT_EQ(c.gpu_start_ns, kWindowStart + 20'000);
   EXPECT_EQ(c.gpu_end_ns, kWindowStart + 70'000);
   const auto& p = ops[1];
@@ -126,7 +148,7 @@ TEST(NcclFile, OpsCommunicatorsAndDropsRoundTrip) {
   EXPECT_EQ(p.peer, 2);
   EXPECT_EQ(p.comm_name, laggard::report::StringTable::kNone);
   EXPECT_EQ(p.algo, laggard::report::StringTable::kNone);
-  EXPECT_EQ(p.host_end_ns, 0);
+  EXPECT_EQ(p.upload_end_ns, 0);
   EXPECT_EQ(p.gpu_start_ns, 0);
   EXPECT_EQ(p.gpu_end_ns, 0);
   EXPECT_EQ(m.ranks[0].windows[0].dropped.at("nccl_pool_full"), 3u);
@@ -148,8 +170,9 @@ TEST(NcclFile, GpuClockThatIsNotEpochBasedIsMappedOntoTheHostClock) {
   ASSERT_EQ(writer.write(w, {}, true, 0), "");
   laggard::report::RunModel m = laggard::report::read_run(run_dir);
   const auto& c = m.ranks[0].windows.at(0).collectives.at(0);
-  EXPECT_EQ(c.gpu_start_ns, c.host_start_ns);  // the earliest op starts where the host enqueued it
+  EXPECT_EQ(c.gpu_end_ns, c.chan_host_stop_ns);  // ends no later than the callback that reported it
   EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 50'000);
+  EXPECT_EQ(m.ranks[0].nccl_gpu_shift_ns, c.gpu_start_ns - (1'000'000'000'000 + 20'000));
   bool noted = false;
   for (const auto& pr : m.problems) noted |= pr.kind == "nccl_gpu_clock";
   EXPECT_TRUE(noted);

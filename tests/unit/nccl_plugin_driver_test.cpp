@@ -56,6 +56,12 @@ class NcclDriver : public ::testing::Test {
     setenv("LAGGARD_FLUSH_S", "0.1", 1);
     unsetenv("NCCL_PROFILER_PLUGIN");
     unsetenv("LAGGARD_NCCL");
+    // Whichever table a test calls first (each test may run alone): kernel events on.
+    setenv("LAGGARD_NCCL_KERNEL_EVENTS", "1", 1);
+    setenv("NCCL_CONF_FILE", "/nonexistent/nccl.conf", 1);
+    // The plugin captures only where laggard was preloaded (a child that inherits only
+    // NCCL_PROFILER_PLUGIN must not); the loader itself ignores a change of LD_PRELOAD now.
+    setenv("LD_PRELOAD", LAGGARD_LIBRARY, 1);
     handle_ = dlopen(LAGGARD_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(handle_, nullptr) << dlerror();
     // NCCL 2.27.5+: dlopen(NCCL_PROFILER_PLUGIN) as given, then the newest table first.
@@ -170,7 +176,7 @@ TEST_F(NcclDriver, V5CollectivesGetHostAndGpuTimes) {
   ASSERT_NE(ctx, nullptr);
   EXPECT_EQ(mask, kExpectedMask);
 
-  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+  std::map<uint64_t, uint64_t> gpu_start_of;  // by seq
   for (uint64_t seq = 0; seq < 20; ++seq) {
     // API-level events arrive as parents; laggard answers them with null.
     nabi::DescrV5 api{};
@@ -192,7 +198,10 @@ TEST_F(NcclDriver, V5CollectivesGetHostAndGpuTimes) {
     // Parents stop before their children start.
     ASSERT_EQ(v5_->stopEvent(op), 0);
     ASSERT_EQ(v5_->stopEvent(group_handle), 0);
-    uint64_t start = t0 + seq * 1'000'000;
+    // GPU times as NCCL's proxy sees them: written before it calls back, one op after the other.
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    uint64_t start = static_cast<uint64_t>(epoch_ns()) - 60'000;
+    gpu_start_of[seq] = start;
     std::thread proxy([&] { run_channels<nabi::ProfilerV5, nabi::DescrV5>(v5_, ctx, op, 2, start, start + 50'000); });
     proxy.join();
   }
@@ -214,14 +223,27 @@ TEST_F(NcclDriver, V5CollectivesGetHostAndGpuTimes) {
     EXPECT_EQ(c.count, 1024u);
     EXPECT_EQ(c.bytes, 4096u);
     EXPECT_EQ(c.nchannels, 2);
-    EXPECT_GT(c.host_start_ns, 0);
-    EXPECT_GE(c.host_end_ns, c.host_start_ns);
+    EXPECT_GT(c.upload_start_ns, 0);
+    EXPECT_GE(c.upload_end_ns, c.upload_start_ns);
+    // The host times of the proxy's callbacks: after the upload, one start and one stop per op.
+    EXPECT_GE(c.chan_host_start_ns, c.upload_start_ns);
+    EXPECT_GE(c.chan_host_stop_ns, c.chan_host_start_ns);
+    EXPECT_EQ(c.channels, 2);
+    EXPECT_EQ(c.gpu_time_suspect, nullptr);
     // Earliest channel start, latest channel stop.
-    int64_t start = static_cast<int64_t>(t0 + c.seq * 1'000'000);
+    int64_t start = static_cast<int64_t>(gpu_start_of[c.seq]);
     EXPECT_EQ(c.gpu_start_ns, start);
     EXPECT_EQ(c.gpu_end_ns, start + 50'000);
   }
   EXPECT_EQ(seqs.size(), 20u);
+  // What NCCL did: the table it called, and that kernel events were asked for.
+  bool plugin_seen = false;
+  for (const auto& w : m.ranks.at(0).windows)
+    if (w.nccl_table) {
+      plugin_seen = true;
+      EXPECT_EQ(w.nccl_kernel_events, "on");
+    }
+  EXPECT_TRUE(plugin_seen);
   EXPECT_EQ(v5_->finalize(ctx), 0);
 }
 
@@ -258,28 +280,69 @@ TEST_F(NcclDriver, V4CollectivesAndP2p) {
   v4_->stopEvent(send);
   v4_->stopEvent(group_handle);
   run_channels<nabi::ProfilerV4, nabi::DescrV4>(v4_, ctx, coll, 1, t0, t0 + 9000);
-  run_channels<nabi::ProfilerV4, nabi::DescrV4>(v4_, ctx, send, 1, t0 + 100, t0 + 5000);
+  // A p2p op's channels: answered with null, counted nowhere (the op takes no slot).
+  nabi::DescrV4 k = kernel_descr<nabi::DescrV4>(send, 0, t0);
+  void* kh = reinterpret_cast<void*>(0xbad);
+  ASSERT_EQ(v4_->startEvent(ctx, &kh, &k), 0);
+  EXPECT_EQ(kh, nullptr);
 
-  auto ops = wait_for("000000000000abc4", [](auto& v) { return v.size() >= 2; });
-  ASSERT_EQ(ops.size(), 2u);
-  RunModel m = model();
-  for (const Collective& c : ops) {
-    EXPECT_EQ(c.comm_name, laggard::report::StringTable::kNone);
-    EXPECT_EQ(c.comm_nranks, 4);
-    EXPECT_EQ(c.comm_rank, 3);
-    if (c.p2p) {
-      EXPECT_EQ(m.strings.at(c.func), "Send");
-      EXPECT_EQ(c.peer, 2);
-      EXPECT_EQ(c.bytes, 200u);
-      EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 4900);
-      EXPECT_EQ(c.algo, laggard::report::StringTable::kNone);
-    } else {
-      EXPECT_EQ(m.strings.at(c.func), "AllGather");
-      EXPECT_EQ(c.seq, 7u);
-      EXPECT_EQ(c.bytes, 1024u);
-      EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 9000);
-    }
+  RunModel m;
+  auto ops = wait_for("000000000000abc4", [](auto& v) { return v.size() >= 1; }, &m);
+  ASSERT_EQ(ops.size(), 1u);
+  const Collective& c = ops[0];
+  EXPECT_EQ(c.comm_name, laggard::report::StringTable::kNone);
+  EXPECT_EQ(c.comm_nranks, 4);
+  EXPECT_EQ(c.comm_rank, 3);
+  EXPECT_FALSE(c.p2p);
+  EXPECT_EQ(m.strings.at(c.func), "AllGather");
+  EXPECT_EQ(c.seq, 7u);
+  EXPECT_EQ(c.bytes, 1024u);
+  EXPECT_EQ(c.gpu_end_ns - c.gpu_start_ns, 9000);
+  // The send: counted with its bytes under its communicator, not listed.
+  uint64_t sends = 0, bytes = 0;
+  for (const auto& w : m.ranks.at(0).windows)
+    for (const auto& p : w.p2p)
+      if (m.strings.at(p.comm) == "000000000000abc4") sends += p.sends, bytes += p.send_bytes;
+  EXPECT_EQ(sends, 1u);
+  EXPECT_EQ(bytes, 200u);
+}
+
+// An all-to-all flood (MoE) does not take the collectives' slots (issue 11 item 2).
+TEST_F(NcclDriver, P2pFloodLeavesTheCollectivePoolAlone) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(v5_->init(&ctx, 0xabc9, &mask, "moe", 1, 8, 1, nullptr), 0);
+  const uint64_t t0 = static_cast<uint64_t>(epoch_ns());
+  // Far more sends and receives than the 8192 in-flight slots, none of them ever stopped.
+  for (int i = 0; i < 20000; ++i) {
+    nabi::DescrV5 p{};
+    p.type = nabi::kP2p;
+    p.p2p.func = i % 2 ? "Recv" : "Send";
+    p.p2p.datatype = "ncclBfloat16";
+    p.p2p.count = 8;
+    p.p2p.peer = i % 8;
+    p.p2p.nChannels = 1;
+    void* h = nullptr;
+    ASSERT_EQ(v5_->startEvent(ctx, &h, &p), 0);
+    ASSERT_NE(h, nullptr);
   }
+  nabi::DescrV5 d = coll_descr<nabi::DescrV5>(0, 1);
+  void* op = nullptr;
+  ASSERT_EQ(v5_->startEvent(ctx, &op, &d), 0);
+  ASSERT_NE(op, nullptr);
+  v5_->stopEvent(op);
+  run_channels<nabi::ProfilerV5, nabi::DescrV5>(v5_, ctx, op, 1, t0, t0 + 1000);
+  RunModel m;
+  auto ops = wait_for("000000000000abc9", [](auto& v) { return !v.empty(); }, &m);
+  ASSERT_EQ(ops.size(), 1u);
+  uint64_t sends = 0, recvs = 0, bytes = 0;
+  for (const auto& w : m.ranks.at(0).windows)
+    for (const auto& p : w.p2p)
+      if (m.strings.at(p.comm) == "000000000000abc9") sends += p.sends, recvs += p.recvs, bytes += p.recv_bytes;
+  EXPECT_EQ(sends, 10000u);
+  EXPECT_EQ(recvs, 10000u);
+  EXPECT_EQ(bytes, 10000u * 16);
+  EXPECT_EQ(window_drops(m, "nccl_pool_full"), 0u);
 }
 
 TEST_F(NcclDriver, V6IgnoresCopyEngineEventsAndKeepsCollectives) {

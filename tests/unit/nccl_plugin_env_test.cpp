@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "plugin_env.h"
 
@@ -63,6 +64,8 @@ TEST(NcclPluginEnv, SwitchedOffSetsNothing) {
 
 TEST(NcclPluginEnv, OfferAtLoadSetsTheVariableAndRemembersTheChoice) {
   unsetenv("NCCL_PROFILER_PLUGIN");
+  setenv("LD_PRELOAD", "liblaggard.so", 1);
+  setenv("NCCL_CONF_FILE", "/nonexistent/nccl.conf", 1);
   Config cfg;
   EXPECT_EQ(offer_plugin_at_load(cfg, "/x/liblaggard.so", false), "on");
   EXPECT_STREQ(std::getenv("NCCL_PROFILER_PLUGIN"), "liblaggard.so");
@@ -72,6 +75,137 @@ TEST(NcclPluginEnv, OfferAtLoadSetsTheVariableAndRemembersTheChoice) {
   EXPECT_EQ(offer_plugin_at_load(cfg, "/x/liblaggard.so", false), "off: LAGGARD_NCCL=0");
   EXPECT_EQ(std::getenv("NCCL_PROFILER_PLUGIN"), nullptr);
   EXPECT_FALSE(plugin_allowed());
+  unsetenv("LD_PRELOAD");
+  unsetenv("NCCL_CONF_FILE");
+}
+
+// NCCL's own configuration files (src/misc/param.cc initEnvFunc/setEnvFile, v2.27.3-v2.30.7).
+class NcclConf : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/laggard-conf-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(NcclConf, FilesInNcclsOrder) {
+  EXPECT_EQ(nccl_conf_files("/x/my.conf", "/home/u"), (std::vector<std::string>{"/x/my.conf", "/etc/nccl.conf"}));
+  EXPECT_EQ(nccl_conf_files("", "/home/u"), (std::vector<std::string>{"/home/u/.nccl.conf", "/etc/nccl.conf"}));
+  EXPECT_EQ(nccl_conf_files(nullptr, nullptr), (std::vector<std::string>{"/etc/nccl.conf"}));
+}
+
+TEST_F(NcclConf, FirstDefinitionWinsAcrossAndWithinFiles) {
+  std::string user = write("user.conf",
+                           "# NCCL_PROFILER_PLUGIN=commented\n"
+                           "NCCL_DEBUG=INFO\n"
+                           "no equals sign\n"
+                           "NCCL_PROFILER_PLUGIN =spaced key is another key\n"
+                           "NCCL_PROFILER_PLUGIN=/opt/inspector/libnccl-profiler-inspector.so\r\n"
+                           "NCCL_PROFILER_PLUGIN=second\n");
+  std::string sys = write("etc.conf", "NCCL_PROFILER_PLUGIN=from-etc\nNCCL_SOCKET_IFNAME=eth0\n");
+  auto v = nccl_conf_lookup({user, sys}, "NCCL_PROFILER_PLUGIN");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->value, "/opt/inspector/libnccl-profiler-inspector.so");
+  EXPECT_EQ(v->file, user);
+  v = nccl_conf_lookup({dir_ + "/missing.conf", sys}, "NCCL_PROFILER_PLUGIN");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->value, "from-etc");
+  EXPECT_FALSE(nccl_conf_lookup({sys}, "NCCL_NET"));
+}
+
+TEST_F(NcclConf, APluginSetInAConfFileIsHonoured) {
+  PluginEnvInput in;
+  in.self_path = "/opt/laggard/lib/liblaggard.so";
+  in.conf = ConfValue{"inspector", "/etc/nccl.conf"};
+  PluginEnvDecision d = decide_plugin_env(in);
+  EXPECT_FALSE(d.set_to);  // setting the variable would override the file
+  EXPECT_EQ(d.status, "off: NCCL_PROFILER_PLUGIN is set in /etc/nccl.conf to 'inspector'");
+  EXPECT_NE(d.warning.find("/etc/nccl.conf"), std::string::npos) << d.warning;
+  in.conf = ConfValue{"liblaggard.so", "/home/u/.nccl.conf"};
+  d = decide_plugin_env(in);
+  EXPECT_FALSE(d.set_to);
+  EXPECT_EQ(d.status, "on");
+  // The environment wins over the files, as in NCCL (setenv without overwrite).
+  in.current = "liblaggard.so";
+  in.conf = ConfValue{"inspector", "/etc/nccl.conf"};
+  EXPECT_EQ(decide_plugin_env(in).status, "on");
+}
+
+TEST_F(NcclConf, OfferAtLoadReadsNcclConfFile) {
+  std::string conf = write("nccl.conf", "NCCL_PROFILER_PLUGIN=/opt/other/libnccl-profiler-x.so\n");
+  setenv("NCCL_CONF_FILE", conf.c_str(), 1);
+  unsetenv("NCCL_PROFILER_PLUGIN");
+  std::string self = write("liblaggard.so", "x");
+  setenv("LD_PRELOAD", self.c_str(), 1);
+  Config cfg;
+  EXPECT_EQ(offer_plugin_at_load(cfg, self, false), "off: NCCL_PROFILER_PLUGIN is set in " + conf +
+                                                       " to '/opt/other/libnccl-profiler-x.so'");
+  EXPECT_EQ(std::getenv("NCCL_PROFILER_PLUGIN"), nullptr);
+  EXPECT_FALSE(plugin_allowed());
+  unsetenv("NCCL_CONF_FILE");
+  unsetenv("LD_PRELOAD");
+}
+
+// A child that inherits NCCL_PROFILER_PLUGIN but not LD_PRELOAD (issue 11 item 4).
+TEST(NcclPluginEnv, NotPreloadedDeclines) {
+  char tmpl[] = "/tmp/laggard-preload-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string self = dir + "/liblaggard.so";
+  std::ofstream(self) << "x";
+  EXPECT_TRUE(listed_in_ld_preload(self.c_str(), self));
+  EXPECT_TRUE(listed_in_ld_preload(("/lib/libfoo.so:" + self + " /lib/libbar.so").c_str(), self));
+  EXPECT_TRUE(listed_in_ld_preload("liblaggard.so", self));  // searched by the loader
+  EXPECT_FALSE(listed_in_ld_preload(nullptr, self));
+  EXPECT_FALSE(listed_in_ld_preload("", self));
+  EXPECT_FALSE(listed_in_ld_preload("/elsewhere/liblaggard.so", self));
+  EXPECT_FALSE(listed_in_ld_preload("/lib/libfoo.so", self));
+  PluginEnvInput in;
+  in.current = "liblaggard.so";
+  in.preloaded = false;
+  in.self_path = self;
+  PluginEnvDecision d = decide_plugin_env(in);
+  EXPECT_FALSE(d.set_to);
+  EXPECT_EQ(d.status.rfind("off: not preloaded", 0), 0u) << d.status;
+  EXPECT_TRUE(d.warning.empty());
+
+  unsetenv("LD_PRELOAD");
+  setenv("NCCL_PROFILER_PLUGIN", "liblaggard.so", 1);
+  EXPECT_EQ(offer_plugin_at_load(Config{}, self, true).rfind("off: not preloaded", 0), 0u);
+  EXPECT_FALSE(plugin_allowed());
+  unsetenv("NCCL_PROFILER_PLUGIN");
+  std::filesystem::remove_all(dir);
+}
+
+// KernelCh gating (issue 11 item 1): NVIDIA/nccl#2039 (2.27 proxy append overflow) and #2326
+// (small /dev/shm).
+TEST(NcclKernelEvents, OffWithTheV4TableUnlessAsked) {
+  KernelEventsDecision d = decide_kernel_events(-1, 4, 8ll << 30);
+  EXPECT_FALSE(d.on);
+  EXPECT_NE(d.status.find("#2039"), std::string::npos);
+  EXPECT_TRUE(decide_kernel_events(1, 4, 8ll << 30).on);
+  for (int table : {5, 6}) EXPECT_TRUE(decide_kernel_events(-1, table, 8ll << 30).on) << table;
+}
+
+TEST(NcclKernelEvents, OffWithAWarningWhenDevShmIsSmall) {
+  KernelEventsDecision d = decide_kernel_events(-1, 5, 64ll << 20);  // Docker's default
+  EXPECT_FALSE(d.on);
+  EXPECT_NE(d.status.find("64 MiB"), std::string::npos) << d.status;
+  EXPECT_NE(d.warning.find("LAGGARD_NCCL_KERNEL_EVENTS=1"), std::string::npos) << d.warning;
+  EXPECT_TRUE(decide_kernel_events(1, 5, 64ll << 20).on);
+  EXPECT_TRUE(decide_kernel_events(-1, 5, -1).on);  // unknown size: not held against the job
+}
+
+TEST(NcclKernelEvents, SwitchedOff) {
+  KernelEventsDecision d = decide_kernel_events(0, 6, 8ll << 30);
+  EXPECT_FALSE(d.on);
+  EXPECT_EQ(d.status, "off: LAGGARD_NCCL_KERNEL_EVENTS=0");
 }
 
 }  // namespace

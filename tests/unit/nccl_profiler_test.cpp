@@ -201,29 +201,93 @@ TEST(NcclProfiler, CommunicatorOverflowIsCountedAndOptsOut) {
   EXPECT_EQ(w.dropped.no_context, 1u);
 }
 
-TEST(NcclProfiler, P2pKeepsPeerAndIgnoresAnImpossibleChannelCount) {
-  Profiler p({}, 0);
+// P2p takes no slot (issue 11 item 2): counted with bytes per communicator; its channels and
+// stops are answered without state and counted nowhere.
+TEST(NcclProfiler, P2pIsCountedPerCommunicatorAndTakesNoSlot) {
+  ProfilerOptions o;
+  o.pool_slots = 64;
+  Profiler p(o, 0);
   void* ctx = p.add_comm(1, "x", 1, 2, 0);
   P2pInfo i;
   i.func = "Recv";
   i.count = 3;
   i.peer = 5;
   i.datatype = "ncclInt64";
-  i.nchannels = 200;  // garbage (NCCL 2.28's v4 adapter leaves the field uninitialized)
-  void* op = p.start_p2p(ctx, i);
-  p.stop(op);
-  void* k = p.start_kernel_ch(op, 0, 10);
-  p.record_kernel_ch_stop(k, 20);
-  p.stop(k);
+  i.nchannels = 200;  // garbage (NCCL 2.28's v4 adapter leaves the field uninitialized): not read
+  for (int n = 0; n < 1000; ++n) {  // far more than the pool
+    void* op = p.start_p2p(ctx, i);
+    ASSERT_NE(op, nullptr);
+    p.stop(op);
+    EXPECT_EQ(p.start_kernel_ch(op, 0, 10), nullptr);  // NCCL then passes no handle to record/stop
+  }
+  i.func = "Send";
+  i.datatype = "ncclBfloat16";
+  p.stop(p.start_p2p(ctx, i));
+  void* coll_op = finish(p, ctx, 0);  // a collective still finds a slot
+  ASSERT_NE(coll_op, nullptr);
   p.harvest(mono_ns(), false);
   NcclWindow w = p.take_window();
   ASSERT_EQ(w.ops.size(), 1u);
-  EXPECT_TRUE(w.ops[0].p2p);
-  EXPECT_EQ(w.ops[0].peer, 5);
-  EXPECT_EQ(w.ops[0].root, -1);
-  EXPECT_EQ(w.ops[0].nchannels, 0);
-  EXPECT_EQ(w.ops[0].bytes, 24u);
-  EXPECT_EQ(w.ops[0].algo, kNcclNoString);
+  EXPECT_FALSE(w.ops[0].p2p);
+  ASSERT_EQ(w.p2p.size(), 1u);
+  EXPECT_EQ(w.p2p[0].comm, 0u);
+  EXPECT_EQ(w.p2p[0].recvs, 1000u);
+  EXPECT_EQ(w.p2p[0].recv_bytes, 24000u);
+  EXPECT_EQ(w.p2p[0].sends, 1u);
+  EXPECT_EQ(w.p2p[0].send_bytes, 6u);
+  EXPECT_EQ(w.dropped.pool_full, 0u);
+  EXPECT_EQ(w.dropped.orphan_kernel_ch, 0u);
+  EXPECT_EQ(w.dropped.stale_handle, 0u);
+  // Counts are per window.
+  p.stop(p.start_p2p(ctx, i));
+  p.harvest(mono_ns(), false);
+  w = p.take_window();
+  ASSERT_EQ(w.p2p.size(), 1u);
+  EXPECT_EQ(w.p2p[0].sends, 1u);
+  EXPECT_EQ(w.p2p[0].recvs, 0u);
+}
+
+// KernelCh events off (issue 11 item 1): an op is finished at its host stop.
+TEST(NcclProfiler, WithoutKernelEventsAnOpIsWrittenAtItsHostStop) {
+  ProfilerOptions o;
+  o.kernel_events = false;
+  o.kernel_events_status = "off: test";
+  Profiler p(o, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0, 4);
+  p.stop(p.start_coll(ctx, coll(0, 2)));
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);
+  EXPECT_EQ(w.ops[0].gpu_start, 0u);
+  EXPECT_EQ(w.dropped.no_gpu_time, 0u);  // none was asked for
+  EXPECT_EQ(w.table_version, 4);
+  EXPECT_EQ(w.inits, 1u);
+  EXPECT_EQ(w.kernel_events, "off: test");
+}
+
+// One host time per op for the first channel start and for the stop that completes the channels.
+TEST(NcclProfiler, CallbackHostTimesAreRecordedOncePerOp) {
+  Profiler p({}, 0);
+  void* ctx = p.add_comm(1, "x", 1, 2, 0);
+  int64_t before = mono_ns();
+  void* op = p.start_coll(ctx, coll(0, 3));
+  p.stop(op);
+  std::vector<void*> k;
+  for (int c = 0; c < 3; ++c) k.push_back(p.start_kernel_ch(op, static_cast<uint8_t>(c), 100 + c));
+  int64_t started = mono_ns();
+  for (int c = 0; c < 3; ++c) {
+    p.record_kernel_ch_stop(k[c], 200 + c);
+    p.stop(k[c]);
+  }
+  int64_t stopped = mono_ns();
+  p.harvest(mono_ns(), false);
+  NcclWindow w = p.take_window();
+  ASSERT_EQ(w.ops.size(), 1u);
+  EXPECT_GE(w.ops[0].chan_host_start_ns, before);
+  EXPECT_LE(w.ops[0].chan_host_start_ns, started);
+  EXPECT_GE(w.ops[0].chan_host_stop_ns, started);
+  EXPECT_LE(w.ops[0].chan_host_stop_ns, stopped);
+  EXPECT_GE(w.ops[0].chan_host_start_ns, w.ops[0].upload_start_ns);
 }
 
 TEST(NcclProfiler, HandlesOfAReusedSlotDoNotReachTheNewOp) {

@@ -1,0 +1,138 @@
+#include "nccl_gpu_checks.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace laggard::report {
+namespace {
+
+std::vector<Collective*> with_gpu_times(RankData& r) {
+  std::vector<Collective*> ops;
+  for (CaptureWindow& w : r.windows)
+    for (Collective& c : w.collectives)
+      if (c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns) ops.push_back(&c);
+  return ops;
+}
+
+// 10th percentile of v (changed in place): near the smallest proxy delay, yet robust to the few
+// bad values being looked for. (A quartile would flag the prompt reads of a proxy that is
+// usually behind: the slow rank, whose samples must not be lost.)
+int64_t low_quantile(std::vector<int64_t>& v) {
+  auto q = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 10);
+  std::nth_element(v.begin(), q, v.end());
+  return *q;
+}
+
+// GPU times later than the callback that reported them, against the proxy's usual delay around
+// them (callback - GPU time: the clocks' offset plus the proxy's lag; the offset drifts slowly,
+// so the baseline is local).
+template <class HostOf, class GpuOf>
+void flag_after_callback(std::vector<Collective*> ops, HostOf host_of, GpuOf gpu_of, const NcclGpuCheckOptions& o) {
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [&](Collective* c) { return !host_of(*c); }), ops.end());
+  std::sort(ops.begin(), ops.end(), [&](Collective* a, Collective* b) { return host_of(*a) < host_of(*b); });
+  const ptrdiff_t n = static_cast<ptrdiff_t>(ops.size());
+  std::vector<int64_t> delay(n), side;
+  for (ptrdiff_t i = 0; i < n; ++i) delay[i] = host_of(*ops[i]) - gpu_of(*ops[i]);
+  // Below the usual delay on both sides: a step in the proxy's lag (it fell behind, or caught up)
+  // is below one side only. Ops without enough neighbours on either side are not judged.
+  auto baseline = [&](ptrdiff_t from, ptrdiff_t to) {  // [from, to)
+    side.assign(delay.begin() + std::max<ptrdiff_t>(0, from), delay.begin() + std::min(n, to));
+    return side.size() >= 4 ? std::optional<int64_t>(low_quantile(side)) : std::nullopt;
+  };
+  for (ptrdiff_t i = 0; i < n; ++i) {
+    std::optional<int64_t> before = baseline(i - o.neighbours, i), after = baseline(i + 1, i + 1 + o.neighbours);
+    if (!before || !after || ops[i]->gpu_time_suspect) continue;
+    if (delay[i] < *before - o.callback_tolerance_ns && delay[i] < *after - o.callback_tolerance_ns)
+      ops[i]->gpu_time_suspect = "after_callback";
+  }
+}
+
+}  // namespace
+
+void shift_far_gpu_clock(RankData& r, std::vector<Problem>& problems, const NcclGpuCheckOptions& o) {
+  std::vector<Collective*> ops = with_gpu_times(r);
+  int64_t by_callback = INT64_MAX, by_upload = INT64_MAX;
+  for (const Collective* c : ops) {
+    if (c->chan_host_stop_ns) by_callback = std::min(by_callback, c->chan_host_stop_ns - c->gpu_end_ns);
+    by_upload = std::min(by_upload, c->upload_start_ns - c->gpu_start_ns);
+  }
+  const bool callbacks = by_callback != INT64_MAX;
+  const int64_t shift = callbacks ? by_callback : by_upload;  // host - GPU
+  if (ops.empty() || (shift <= o.far_clock_ns && shift >= -o.far_clock_ns)) return;
+  for (Collective* c : ops) {
+    c->gpu_start_ns += shift;
+    c->gpu_end_ns += shift;
+  }
+  r.nccl_gpu_shift_ns = shift;
+  problems.push_back({"nccl_gpu_clock", r.rank, "",
+                      fmt::format("rank {}: this GPU's NCCL timestamps are {:.1f} s off the host clock; shifted so {}",
+                                  r.rank, double(-shift) / 1e9,
+                                  callbacks ? "each ends no later than the host callback that reported it"
+                                            : "the earliest collective starts at its plan upload")});
+}
+
+void flag_implausible_gpu_times(RankData& r, std::vector<Problem>& problems, const NcclGpuCheckOptions& o) {
+  std::vector<Collective*> ops = with_gpu_times(r);
+  for (Collective* c : ops)
+    if (c->channels >= 0 && c->nchannels > 0 && c->channels < c->nchannels) c->gpu_time_suspect = "partial";
+  flag_after_callback(
+      ops, [](const Collective& c) { return c.chan_host_stop_ns; }, [](const Collective& c) { return c.gpu_end_ns; },
+      o);
+  flag_after_callback(
+      ops, [](const Collective& c) { return c.chan_host_start_ns; },
+      [](const Collective& c) { return c.gpu_start_ns; }, o);
+
+  // One communicator's kernels run one after another, in the order their plans were uploaded.
+  std::map<uint32_t, std::vector<Collective*>> by_comm;
+  for (Collective* c : ops)
+    if (!c->gpu_time_suspect && !c->p2p) by_comm[c->comm].push_back(c);
+  for (auto& [comm, list] : by_comm) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const Collective* a, const Collective* b) { return a->upload_start_ns < b->upload_start_ns; });
+    for (size_t i = 1; i < list.size(); ++i)
+      if (list[i]->gpu_start_ns < list[i - 1]->gpu_end_ns - o.order_tolerance_ns) {
+        list[i]->gpu_time_suspect = "out_of_order";
+        if (!list[i - 1]->gpu_time_suspect) list[i - 1]->gpu_time_suspect = "out_of_order";
+      }
+  }
+
+  std::map<std::string, uint64_t> counts;
+  for (const Collective* c : ops)
+    if (c->gpu_time_suspect) ++counts[c->gpu_time_suspect];
+  if (counts.empty()) return;
+  std::string what;
+  for (const auto& [why, n] : counts) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", n, why);
+  problems.push_back({"nccl_gpu_time_suspect", r.rank, "",
+                      fmt::format("rank {}: NCCL operations left out of blame and of the clock fit ({}): partial = "
+                                  "channels missing, after_callback = GPU time later than the callback that reported "
+                                  "it, out_of_order = overlaps its communicator's neighbour (timestamps of other work)",
+                                  r.rank, what)});
+}
+
+void check_nccl_plugin(const RankData& r, std::vector<Problem>& problems) {
+  int table = 0;
+  std::string kernel_events;
+  bool any_nccl_object = false, nccl_kernels = false;
+  for (const CaptureWindow& w : r.windows) {
+    table = std::max(table, w.nccl_table);
+    if (!w.nccl_kernel_events.empty()) kernel_events = w.nccl_kernel_events;
+    any_nccl_object |= w.nccl_table > 0 || !w.collectives.empty() || !w.p2p.empty();
+    for (const KernelWindowStats& k : w.kernel_stats) nccl_kernels |= k.nccl;
+    for (const GpuActivity& a : w.gpu) nccl_kernels |= a.nccl;
+  }
+  if (r.nccl_status == "on" && !any_nccl_object && nccl_kernels)
+    problems.push_back({"nccl_plugin_not_loaded", r.rank, "",
+                        fmt::format("rank {} ran NCCL kernels but NCCL never initialized laggard's profiler plugin "
+                                    "(NCCL <= 2.26 knows only v3 tables; 2.27.3 opens neither STATIC_PLUGIN nor "
+                                    "absolute paths): no collectives recorded", r.rank)});
+  if (kernel_events.rfind("off", 0) == 0)
+    problems.push_back({"nccl_kernel_events_off", r.rank, "",
+                        fmt::format("rank {}: NCCL collectives recorded without GPU times, so nobody is blamed from "
+                                    "them: kernel events {}", r.rank, kernel_events)});
+}
+
+}  // namespace laggard::report

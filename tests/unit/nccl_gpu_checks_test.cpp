@@ -1,0 +1,141 @@
+// The reader's checks of NCCL's GPU timestamps (report/nccl_gpu_checks.h), modelled on NCCL's
+// profiler proxy (src/transport/profiler.cc, v2.27.3-v2.30.7): a 64-entry timestamp ring per
+// channel, read by the proxy thread before it calls the plugin.
+#include <gtest/gtest.h>
+
+#include "nccl_gpu_checks.h"
+
+namespace laggard::report {
+namespace {
+
+constexpr int64_t kT0 = 1'800'000'000'000'000'000;
+constexpr int64_t kMs = 1'000'000, kUs = 1'000;
+
+// n AllReduces of one communicator, one every 2 ms, each 300 us on the GPU; the proxy calls
+// back 20-40 us after each timestamp; the GPU clock reads gpu_offset ahead of the host's.
+RankData rank_with_ops(int n, int64_t gpu_offset = 0) {
+  RankData r;
+  r.rank = 3;
+  CaptureWindow w;
+  for (int i = 0; i < n; ++i) {
+    Collective c;
+    c.comm = 1;
+    c.func = 2;
+    c.seq = static_cast<uint64_t>(i);
+    c.nchannels = 2;
+    c.channels = 2;
+    int64_t start = kT0 + i * 2 * kMs;
+    c.upload_start_ns = start - 10 * kUs;
+    c.upload_end_ns = start - 5 * kUs;
+    c.gpu_start_ns = start + gpu_offset;
+    c.gpu_end_ns = start + 300 * kUs + gpu_offset;
+    c.chan_host_start_ns = start + 20 * kUs + (i % 3) * 10 * kUs;
+    c.chan_host_stop_ns = start + 320 * kUs + (i % 2) * 10 * kUs;
+    w.collectives.push_back(c);
+  }
+  r.windows.push_back(w);
+  return r;
+}
+
+std::vector<const char*> suspects(const RankData& r) {
+  std::vector<const char*> out;
+  for (const Collective& c : r.windows[0].collectives) out.push_back(c.gpu_time_suspect);
+  return out;
+}
+
+TEST(NcclGpuChecks, HealthyOpsAreNotFlagged) {
+  RankData r = rank_with_ops(100, 3 * kMs);
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  for (const char* s : suspects(r)) EXPECT_EQ(s, nullptr);
+  EXPECT_TRUE(problems.empty());
+}
+
+// The proxy read a later work's slot (the ring wrapped, or graph replays shifted the counter):
+// the GPU times are later than the callback that reported them.
+TEST(NcclGpuChecks, GpuTimeAfterItsCallbackIsFlagged) {
+  RankData r = rank_with_ops(100);
+  Collective& c = r.windows[0].collectives[40];
+  c.gpu_start_ns += 4 * kMs;  // op 42's times
+  c.gpu_end_ns += 4 * kMs;
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  auto s = suspects(r);
+  EXPECT_STREQ(s[40], "after_callback");
+  for (int i = 0; i < 100; ++i)
+    if (i != 40) {
+      EXPECT_EQ(s[i], nullptr) << i;
+    }
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].kind, "nccl_gpu_time_suspect");
+  EXPECT_NE(problems[0].message.find("1 after_callback"), std::string::npos) << problems[0].message;
+}
+
+// An earlier work's timestamps (graph replay counters): the op overlaps its predecessor on the
+// communicator's stream; both are left out.
+TEST(NcclGpuChecks, StaleTimestampOverlapsItsPredecessor) {
+  RankData r = rank_with_ops(50);
+  auto& ops = r.windows[0].collectives;
+  ops[20].gpu_start_ns = ops[19].gpu_start_ns;
+  ops[20].gpu_end_ns = ops[19].gpu_end_ns;
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  auto s = suspects(r);
+  EXPECT_STREQ(s[19], "out_of_order");
+  EXPECT_STREQ(s[20], "out_of_order");
+  EXPECT_EQ(s[18], nullptr);
+  EXPECT_EQ(s[21], nullptr);
+}
+
+TEST(NcclGpuChecks, PartialOpsAreFlagged) {
+  RankData r = rank_with_ops(10);
+  r.windows[0].collectives[4].channels = 1;
+  r.windows[0].collectives[5].channels = -1;  // not recorded (old file): no judgement
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  auto s = suspects(r);
+  EXPECT_STREQ(s[4], "partial");
+  EXPECT_EQ(s[5], nullptr);
+}
+
+// One shift per GPU, from the callbacks when there are any (issue 11 item 9).
+TEST(NcclGpuChecks, FarGpuClockIsShiftedPerGpuByItsCallbacks) {
+  RankData r = rank_with_ops(20, -3600'000 * kMs);  // an hour behind: not epoch-based
+  std::vector<Problem> problems;
+  shift_far_gpu_clock(r, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].kind, "nccl_gpu_clock");
+  // Each op's end now lies at or before its stop callback, the tightest exactly on it (20 us lag).
+  EXPECT_EQ(r.nccl_gpu_shift_ns, 3600'000 * kMs + 20 * kUs);
+  for (const Collective& c : r.windows[0].collectives) EXPECT_LE(c.gpu_end_ns, c.chan_host_stop_ns);
+  // Close clocks are left alone.
+  RankData close = rank_with_ops(20, 5 * kMs);
+  problems.clear();
+  shift_far_gpu_clock(close, problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(close.nccl_gpu_shift_ns, 0);
+}
+
+TEST(NcclGpuChecks, KernelEventsOffAndPluginNeverInitializedAreSaid) {
+  RankData r;
+  r.rank = 0;
+  r.nccl_status = "on";
+  CaptureWindow w;
+  KernelWindowStats k;
+  k.nccl = true;
+  w.kernel_stats.push_back(k);
+  r.windows.push_back(w);
+  std::vector<Problem> problems;
+  check_nccl_plugin(r, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].kind, "nccl_plugin_not_loaded");
+  r.windows[0].nccl_table = 4;
+  r.windows[0].nccl_kernel_events = "off: NCCL 2.27 (v4 table) ...";
+  problems.clear();
+  check_nccl_plugin(r, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].kind, "nccl_kernel_events_off");
+}
+
+}  // namespace
+}  // namespace laggard::report
