@@ -115,6 +115,11 @@ ConfigResult parse_config(const Env& env) {
     else if (!is_any(v, {"1", "true", "yes", "on", ""}))
       r.warnings.push_back(bad("LAGGARD_NCCL", v, "expected 0 or 1", "1"));
   }
+  if (const char* v = env("LAGGARD_EXIT_WAIT_S")) {
+    double s = 0;
+    if (parse_double(v, &s) && s >= 0 && s <= 60) c.exit_wait_s = s;
+    else r.warnings.push_back(bad("LAGGARD_EXIT_WAIT_S", v, "seconds between 0 and 60", "1"));
+  }
   return r;
 }
 

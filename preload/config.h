@@ -21,6 +21,7 @@ struct Config {
   int profiling_interval = 1;             // LAGGARD_PROFILING_INTERVAL (kernels captured in 1 window of N)
   std::string cupti_path;                 // LAGGARD_CUPTI_PATH (libcupti file or directory; only place tried)
   bool nccl = true;                       // LAGGARD_NCCL: offer laggard to NCCL as its profiler plugin
+  double exit_wait_s = 1.0;               // LAGGARD_EXIT_WAIT_S: most that exit + SIGTERM/SIGINT wait for flushes
 };
 
 struct ConfigResult {
