@@ -119,6 +119,11 @@ ConfigResult parse_config(const Env& env) {
     else if (!is_any(v, {"auto", ""}))
       r.warnings.push_back(bad("LAGGARD_NCCL_KERNEL_EVENTS", v, "expected auto, 0 or 1", "auto"));
   }
+  if (const char* v = env("LAGGARD_EXIT_WAIT_S")) {
+    double s = 0;
+    if (parse_double(v, &s) && s >= 0 && s <= 60) c.exit_wait_s = s;
+    else r.warnings.push_back(bad("LAGGARD_EXIT_WAIT_S", v, "seconds between 0 and 60", "1"));
+  }
   return r;
 }
 

@@ -22,6 +22,7 @@ struct Config {
   std::string cupti_path;                 // LAGGARD_CUPTI_PATH (libcupti file or directory; only place tried)
   bool nccl = true;                       // LAGGARD_NCCL: offer laggard to NCCL as its profiler plugin
   int nccl_kernel_events = -1;            // LAGGARD_NCCL_KERNEL_EVENTS: -1 auto, 0 off, 1 on (NCCL's KernelCh events)
+  double exit_wait_s = 1.0;               // LAGGARD_EXIT_WAIT_S: most that exit + SIGTERM/SIGINT wait for flushes
 };
 
 struct ConfigResult {

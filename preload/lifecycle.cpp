@@ -4,10 +4,11 @@
 // actually uses NVTX or NCCL.
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,8 +35,6 @@ namespace laggard {
 namespace {
 
 constexpr int64_t kDrainTickNs = 50'000'000;      // drain thread buffers 20x a second
-constexpr int64_t kSignalFlushWaitNs = 2'000'000'000;
-constexpr int64_t kExitFlushWaitMs = 10'000;
 constexpr int kSignals[] = {SIGTERM, SIGINT};
 
 struct Runtime {
@@ -57,7 +56,13 @@ struct Runtime {
   uint64_t seen_evicted = 0;
   int64_t flush_interval_ns = 0;
 
-  int wake_rd = -1, wake_wr = -1;
+  // The flush thread sleeps on this futex word; wake() bumps it. No file descriptor: an
+  // application that closes every fd >= 3 (daemons, launchers) cannot take it away, and the
+  // library never reads or writes a descriptor that has become the application's.
+  std::atomic<uint32_t> wake_word{0};
+  // What exit and SIGTERM/SIGINT may still wait for flushes, in total (LAGGARD_EXIT_WAIT_S):
+  // a hung output file system delays the application by at most this much.
+  std::atomic<int64_t> exit_wait_left_ns{0};
   std::atomic<bool> stop{false};
   std::atomic<int> pending_signal{0};
   std::atomic<uint64_t> flush_requested{0};
@@ -139,18 +144,26 @@ void flush(Runtime& rt, bool final, int signal) {
   }
 }
 
+// Sleeps up to wait_ns, or until wake() is called. A spurious or early return only means one
+// more pass of the loop, which rechecks everything.
+void sleep_until_woken(Runtime& rt, int64_t wait_ns) {
+  uint32_t seen = rt.wake_word.load(std::memory_order_acquire);
+  if (rt.stop.load(std::memory_order_acquire) || rt.flush_requested.load() != rt.flush_done.load()) return;
+  timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000) + 1};
+  if (timeout.tv_nsec >= 1'000'000'000) {
+    timeout.tv_sec += 1;
+    timeout.tv_nsec -= 1'000'000'000;
+  }
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&rt.wake_word), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
+}
+
 void flush_thread(Runtime* rt) {
   int64_t next = mono_ns() + rt->flush_interval_ns;
   uint64_t served = 0;
   while (!rt->stop.load(std::memory_order_acquire)) {
     int64_t now = mono_ns();
     int64_t wait_ns = std::min(kDrainTickNs, std::max<int64_t>(0, next - now));
-    pollfd p{rt->wake_rd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(wait_ns / 1'000'000) + 1) > 0) {
-      char drainbuf[64];
-      while (read(rt->wake_rd, drainbuf, sizeof drainbuf) > 0) {
-      }
-    }
+    sleep_until_woken(*rt, wait_ns);
     if (rt->stop.load(std::memory_order_acquire)) break;
     uint64_t requested = rt->flush_requested.load(std::memory_order_acquire);
     now = mono_ns();
@@ -180,10 +193,21 @@ void flush_thread(Runtime* rt) {
   rt->done_cv.notify_all();
 }
 
+// Async-signal-safe: an atomic add and one system call.
 void wake(Runtime& rt) {
-  char c = 1;
-  ssize_t ignored = write(rt.wake_wr, &c, 1);
-  (void)ignored;
+  rt.wake_word.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&rt.wake_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+// Takes up to max_ns from the exit-wait budget; returns what was granted.
+int64_t take_exit_wait(Runtime& rt, int64_t max_ns) {
+  int64_t left = rt.exit_wait_left_ns.load();
+  int64_t grant = 0;
+  do {
+    grant = std::min(left, max_ns);
+    if (grant <= 0) return 0;
+  } while (!rt.exit_wait_left_ns.compare_exchange_weak(left, left - grant));
+  return grant;
 }
 
 // ---- exit, signals, fork ----
@@ -193,8 +217,11 @@ void finish() {
   Runtime* rt = g_rt;
   if (rt->stop.exchange(true)) return;
   wake(*rt);
+  int64_t budget_ns = rt->exit_wait_left_ns.load();
+  auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(rt->done_mu);
-  rt->done_cv.wait_for(lock, std::chrono::milliseconds(kExitFlushWaitMs), [rt] { return rt->finished; });
+  rt->done_cv.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(0, budget_ns)), [rt] { return rt->finished; });
+  take_exit_wait(*rt, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   // The final window is written; later NVTX calls (other threads, static destructors) are
   // ignored rather than racing with a process that is tearing down.
   g_capture.store(nullptr, std::memory_order_release);
@@ -222,10 +249,9 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
     rt->pending_signal.store(sig);
     uint64_t req = rt->flush_requested.fetch_add(1) + 1;
     wake(*rt);
-    timespec step{0, 5'000'000};
-    for (int64_t waited = 0; waited < kSignalFlushWaitNs && rt->flush_done.load() < req;
-         waited += step.tv_nsec)
-      nanosleep(&step, nullptr);
+    constexpr int64_t kStepNs = 5'000'000;
+    timespec step{0, kStepNs};
+    while (rt->flush_done.load() < req && take_exit_wait(*rt, kStepNs) > 0) nanosleep(&step, nullptr);
   }
   chain_signal(sig, info, ctx);
   errno = saved_errno;
@@ -294,6 +320,7 @@ void activate() {
   fi.rank_source = rt.id.rank_source;
   fi.host = rt.host;
   fi.pid = static_cast<long>(getpid());
+  fi.ppid = static_cast<long>(getppid());
   fi.process_start_ns = start_mono + offset;
   fi.epoch_offset_ns = offset;
   fi.flush_s = rt.cfg.flush_s;
@@ -306,14 +333,7 @@ void activate() {
   rt.writer = std::make_unique<SegmentWriter>(absolute(rt.cfg.out_dir) + "/" + fi.run_id, fi,
                                               rt.cfg.windows_per_file);
 
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    log_warn("cannot create a pipe (%s); not capturing", std::strerror(errno));
-    g_state.store(2);
-    return;
-  }
-  rt.wake_rd = fds[0];
-  rt.wake_wr = fds[1];
+  rt.exit_wait_left_ns.store(static_cast<int64_t>(rt.cfg.exit_wait_s * 1e9));
 
   // Start the flush thread with every signal blocked, so signals go to the app's threads.
   sigset_t all, prev;

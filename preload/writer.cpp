@@ -1,18 +1,13 @@
 #include "writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 
 #include "clock.h"
 #include "gpu_json.h"
 #include "gpu_health_json.h"
 #include "json_out.h"
 #include "nccl_json.h"
+#include "safe_dir.h"
 
 namespace laggard {
 namespace {
@@ -36,37 +31,7 @@ void drops_json(JsonOut& j, const DropCounters& d) {
       .end_object();
 }
 
-std::string write_all(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return std::strerror(errno);
-    }
-    off += static_cast<size_t>(n);
-  }
-  return "";
-}
-
 }  // namespace
-
-std::string make_dirs(const std::string& path) {
-  if (path.empty()) return "empty output path";
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST)
-      return "cannot create directory '" + cur + "': " + std::strerror(errno);
-  }
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "'" + path + "' is not a directory";
-  return "";
-}
 
 std::string render_window(const WindowSnapshot& w) {
   std::string s;
@@ -113,19 +78,22 @@ std::string render_window(const WindowSnapshot& w) {
 }
 
 SegmentWriter::SegmentWriter(std::string run_dir, FileInfo info, int windows_per_file,
-                             size_t max_segment_bytes)
+                             size_t max_segment_bytes, size_t max_unwritten_bytes)
     : run_dir_(std::move(run_dir)),
       info_(std::move(info)),
       windows_per_file_(windows_per_file < 1 ? 1 : windows_per_file),
-      max_segment_bytes_(max_segment_bytes) {}
+      max_segment_bytes_(max_segment_bytes),
+      max_unwritten_bytes_(max_unwritten_bytes) {}
 
-std::string SegmentWriter::current_path() const {
+std::string SegmentWriter::file_name(int segment) const {
   char name[96];
-  std::snprintf(name, sizeof name, "rank%05d-%ld-seg%04d.json", info_.rank, info_.pid, segment_);
-  return run_dir_ + "/" + name;
+  std::snprintf(name, sizeof name, "rank%05d-%ld-seg%04d.json", info_.rank, info_.pid, segment);
+  return name;
 }
 
-std::string SegmentWriter::render_header(const DropCounters& totals, bool final, int signal,
+std::string SegmentWriter::current_path() const { return run_dir_ + "/" + file_name(current_.number); }
+
+std::string SegmentWriter::render_header(int segment, const DropCounters& totals, bool final, int signal,
                                          int64_t last_end_ns) const {
   std::string s;
   JsonOut j(s);
@@ -142,7 +110,9 @@ std::string SegmentWriter::render_header(const DropCounters& totals, bool final,
   j.field("rank_source", info_.rank_source)
       .field("host", info_.host)
       .field("pid", info_.pid)
-      .field("segment", segment_)
+      .field("ppid", info_.ppid)
+      .field("segment", segment)
+      .field("windows_lost", windows_lost_)
       .field("process_start_ns", info_.process_start_ns)
       .field("data_end_ns", last_end_ns)
       .field("written_ns", realtime_ns())
@@ -176,47 +146,68 @@ std::string SegmentWriter::render_header(const DropCounters& totals, bool final,
   return s;  // left open: the caller appends "windows"
 }
 
+std::string SegmentWriter::render(const Segment& seg, const DropCounters& totals, bool final, int signal) const {
+  std::string doc = render_header(seg.number, totals, final, signal, seg.data_end_ns);
+  doc += ",\"windows\":[";
+  for (size_t i = 0; i < seg.windows_json.size(); ++i) {
+    if (i) doc += ',';
+    doc += seg.windows_json[i];
+  }
+  doc += "]}\n";
+  return doc;
+}
+
+void SegmentWriter::start_next_segment() {
+  int next = current_.number + 1;
+  if (current_.on_disk < current_.windows_json.size()) {
+    unwritten_bytes_ += current_.bytes;
+    unwritten_.push_back(std::move(current_));
+    while (unwritten_bytes_ > max_unwritten_bytes_ && !unwritten_.empty()) drop_oldest_unwritten();
+  }
+  current_ = Segment{};
+  current_.number = next;
+}
+
+void SegmentWriter::drop_oldest_unwritten() {
+  Segment& old = unwritten_.front();
+  windows_lost_ += old.windows_json.size() - old.on_disk;  // its older copy on disk stays valid
+  unwritten_bytes_ -= old.bytes;
+  unwritten_.pop_front();
+}
+
 std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& totals, bool final,
                                  int signal) {
   if (!w.gpu_status.cupti.empty()) gpu_status_ = w.gpu_status;
   std::string rendered = render_window(w);
   // Start a new segment when this window would overflow the current one.
-  if (!windows_json_.empty() &&
-      (static_cast<int>(windows_json_.size()) >= windows_per_file_ ||
-       windows_bytes_ + rendered.size() > max_segment_bytes_)) {
-    windows_json_.clear();
-    windows_bytes_ = 0;
-    ++segment_;
-  }
-  windows_bytes_ += rendered.size();
-  windows_json_.push_back(std::move(rendered));
+  if (!current_.windows_json.empty() &&
+      (static_cast<int>(current_.windows_json.size()) >= windows_per_file_ ||
+       current_.bytes + rendered.size() > max_segment_bytes_))
+    start_next_segment();
+  current_.bytes += rendered.size();
+  current_.windows_json.push_back(std::move(rendered));
+  current_.data_end_ns = w.end_ns;
 
-  if (!dir_ready_) {
-    if (std::string err = make_dirs(run_dir_); !err.empty()) return err;
-    dir_ready_ = true;
+  RunDirFd dir(run_dir_, created_dir_);
+  if (!dir.ok()) return dir.error();
+  if (dir.created()) created_dir_ = dir.identity();
+  if (!cleaned_stale_) {
+    cleaned_stale_ = true;
+    dir.remove_stale_temp_files(info_.rank, info_.pid);
   }
-  std::string doc = render_header(totals, final, signal, w.end_ns);
-  doc += ",\"windows\":[";
-  for (size_t i = 0; i < windows_json_.size(); ++i) {
-    if (i) doc += ',';
-    doc += windows_json_[i];
+  // Oldest first, so the files on disk stay contiguous; stop at the first failure (a hung or
+  // full file system fails them all, and each try may block).
+  while (!unwritten_.empty()) {
+    Segment& old = unwritten_.front();
+    if (std::string err = dir.write_atomically(file_name(old.number), render(old, totals, false, 0)); !err.empty())
+      return err;
+    unwritten_bytes_ -= old.bytes;
+    unwritten_.pop_front();
   }
-  doc += "]}\n";
-
-  std::string path = current_path();
-  std::string tmp = run_dir_ + "/." + path.substr(run_dir_.size() + 1) + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    dir_ready_ = false;  // the directory may have been removed; try to recreate next time
-    return "cannot write '" + tmp + "': " + std::strerror(errno);
-  }
-  std::string err = write_all(fd, doc);
-  if (::close(fd) != 0 && err.empty()) err = std::strerror(errno);
-  if (err.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) err = std::strerror(errno);
-  if (!err.empty()) {
-    ::unlink(tmp.c_str());
-    return "cannot write '" + path + "': " + err;
-  }
+  if (std::string err = dir.write_atomically(file_name(current_.number), render(current_, totals, final, signal));
+      !err.empty())
+    return err;
+  current_.on_disk = current_.windows_json.size();
   return "";
 }
 

@@ -3,13 +3,20 @@
 // windows_per_file windows or max_segment_bytes, then the next segment file starts. So a
 // killed process loses at most the open window, memory stays bounded, and a long run makes
 // one file per segment rather than one per flush.
+//
+// A write that fails (full or hung file system, directory removed) loses nothing at once: the
+// segment stays in memory and every later flush rewrites it, also after the next segment has
+// started. Only when more than max_unwritten_bytes wait does the oldest go, and the header's
+// windows_lost counts what went (schema v4).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
 #include "records.h"
+#include "safe_dir.h"
 #include "window.h"
 
 namespace laggard {
@@ -22,6 +29,7 @@ struct FileInfo {
   std::string rank_source;
   std::string host;
   long pid = 0;
+  long ppid = 0;                 // parent process: tells an exec'd child from the rank (schema v4)
   int64_t process_start_ns = 0;  // epoch ns when laggard started in this process
   int64_t epoch_offset_ns = 0;   // CLOCK_REALTIME - CLOCK_MONOTONIC
   double flush_s = 0;
@@ -36,7 +44,7 @@ struct FileInfo {
 class SegmentWriter {
  public:
   SegmentWriter(std::string run_dir, FileInfo info, int windows_per_file,
-                size_t max_segment_bytes = 4u << 20);
+                size_t max_segment_bytes = 4u << 20, size_t max_unwritten_bytes = 16u << 20);
 
   // Adds a closed window and rewrites the current segment. `final`: the process is exiting
   // cleanly; `signal`: non-zero when written because of that signal. Returns "" or an error.
@@ -44,25 +52,40 @@ class SegmentWriter {
 
   const std::string& run_dir() const { return run_dir_; }
   std::string current_path() const;
+  uint64_t windows_lost() const { return windows_lost_; }
+  size_t unwritten_segments() const { return unwritten_.size(); }
 
  private:
-  std::string render_header(const DropCounters& totals, bool final, int signal, int64_t last_end_ns) const;
+  struct Segment {
+    int number = 0;
+    std::vector<std::string> windows_json;  // rendered windows
+    size_t bytes = 0;
+    size_t on_disk = 0;                     // windows in the newest copy on disk
+    int64_t data_end_ns = 0;
+  };
+
+  std::string file_name(int segment) const;
+  std::string render(const Segment& seg, const DropCounters& totals, bool final, int signal) const;
+  std::string render_header(int segment, const DropCounters& totals, bool final, int signal,
+                            int64_t last_end_ns) const;
+  void start_next_segment();
+  void drop_oldest_unwritten();
 
   std::string run_dir_;
   FileInfo info_;
   int windows_per_file_;
   size_t max_segment_bytes_;
-  int segment_ = 0;
-  std::vector<std::string> windows_json_;  // the current segment's windows, rendered
-  size_t windows_bytes_ = 0;
-  bool dir_ready_ = false;
+  size_t max_unwritten_bytes_;
+  Segment current_;
+  std::deque<Segment> unwritten_;          // closed segments whose last write failed, oldest first
+  size_t unwritten_bytes_ = 0;
+  uint64_t windows_lost_ = 0;              // dropped unwritten (memory bound); in every header
+  bool cleaned_stale_ = false;
+  DirIdentity created_dir_;                // the run directory, when this process created it
   GpuStatus gpu_status_;                   // latest reported by the cupti source
 };
 
 // Renders one window as a JSON object (exposed for tests).
 std::string render_window(const WindowSnapshot& w);
-
-// mkdir -p. Returns "" or an error message naming the path.
-std::string make_dirs(const std::string& path);
 
 }  // namespace laggard

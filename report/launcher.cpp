@@ -77,8 +77,10 @@ std::string find_library() {
 }
 
 RunResult run_command(const RunOptions& o) {
-  if (o.command.empty()) throw std::runtime_error("no command given: laggard run [options] -- CMD [ARGS...]");
+  if (o.command.empty()) throw std::runtime_error("no command given; usage: laggard run [OPTIONS] -- CMD [ARGS...]");
   std::string lib = o.library.empty() ? find_library() : absolute_path(o.library);
+  if (std::error_code ec; !fs::is_regular_file(lib, ec))
+    throw std::runtime_error(fmt::format("--lib '{}': no such library file", o.library.empty() ? lib : o.library));
 
   // The environment every rank inherits. Children of a launcher (torchrun, srun, mpirun)
   // inherit it too, which is the point: no change to the job itself.

@@ -14,8 +14,29 @@
 #define LAGGARD_VERSION "dev"
 #endif
 
+namespace {
+
+// Usage lines name the program and the full subcommand ("Usage: laggard run [OPTIONS] -- CMD
+// [ARGS...]"): CLI11 2.1 prints only the subcommand's own name, and nothing after `--`.
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string) const override {
+    std::string path = app->get_name();
+    for (const CLI::App* p = app->get_parent(); p; p = p->get_parent()) path = p->get_name() + " " + path;
+    std::string usage = CLI::Formatter::make_usage(app, path);
+    if (app->get_name() == "run" && !usage.empty() && usage.back() == '\n') {
+      usage.pop_back();
+      usage += " -- CMD [ARGS...]\n";
+    }
+    return usage;
+  }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"laggard: find the straggler ranks of a multi-GPU job, no source change"};
+  CLI::App app{"laggard: find the straggler ranks of a multi-GPU job, no source change", "laggard"};
+  app.formatter(std::make_shared<UsageFormatter>());
   app.set_version_flag("--version", LAGGARD_VERSION);
   app.require_subcommand(1);
 
@@ -121,8 +142,22 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  auto run_usage = [&] {
+    return UsageFormatter().make_usage(run_cmd, "") + "Run with --help for more information.\n";
+  };
   if (*run_cmd) {
-    run.command = after_dashes.empty() ? run_cmd->remaining() : after_dashes;
+    // Before `--` (or before CMD) only laggard's own options: a misspelt one (--nprocs) must not
+    // silently become the command or vanish.
+    std::vector<std::string> before_cmd = run_cmd->remaining();
+    if (!after_dashes.empty() && !before_cmd.empty()) {
+      std::cerr << "laggard run: unknown option '" << before_cmd.front() << "' before --\n" << run_usage();
+      return 2;
+    }
+    if (after_dashes.empty() && !before_cmd.empty() && before_cmd.front().rfind("-", 0) == 0) {
+      std::cerr << "laggard run: unknown option '" << before_cmd.front() << "'\n" << run_usage();
+      return 2;
+    }
+    run.command = after_dashes.empty() ? before_cmd : after_dashes;
     if (flush_s > 0) run.flush_s = flush_s;
     run.report_after = run_report;
     try {

@@ -161,9 +161,11 @@ struct RankData {
   int world_size = -1;
   std::string host;
   long pid = 0;
+  long ppid = 0;       // parent process (schema v4; 0: unknown)
   std::string run_id;
   int64_t process_start_ns = 0;
   int64_t data_end_ns = 0;
+  uint64_t windows_lost = 0;  // windows the writer dropped unwritten (schema v4)
   bool final = false;  // the process exited cleanly and wrote its last window
   int signal = 0;      // last flush was caused by this signal
   double flush_s = 0;

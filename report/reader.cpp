@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reader_gpu.h"
+#include "reader_integrity.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
 #include "signals.h"
@@ -60,7 +61,8 @@ struct Segment {
   std::string run_id;
   int rank = -1, local_rank = -1, world_size = -1, segment = 0;
   std::string host, nvtx_status, nccl_status;
-  long pid = 0;
+  long pid = 0, ppid = 0;
+  uint64_t windows_lost = 0;
   int64_t process_start_ns = 0, data_end_ns = 0;
   bool final = false;
   int signal = 0;
@@ -142,6 +144,8 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
   s.segment = get_or<int>(j, "segment", 0);
   s.host = get_or<std::string>(j, "host", "");
   s.pid = get_or<long>(j, "pid", 0);
+  s.ppid = get_or<long>(j, "ppid", 0);
+  s.windows_lost = get_or<uint64_t>(j, "windows_lost", 0);
   s.process_start_ns = get_or<int64_t>(j, "process_start_ns", 0);
   s.data_end_ns = get_or<int64_t>(j, "data_end_ns", 0);
   s.final = get_or<bool>(j, "final", false);
@@ -283,6 +287,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     const Segment& last = *segs.back();
     r.rank = key.first;
     r.pid = key.second;
+    r.ppid = last.ppid;
     r.run_id = last.run_id;
     r.local_rank = last.local_rank;
     r.world_size = last.world_size;
@@ -302,6 +307,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
       r.files.push_back(s->path);
       r.folded_ranges += s->folded_ranges;
       r.data_end_ns = std::max(r.data_end_ns, s->data_end_ns);
+      r.windows_lost = std::max(r.windows_lost, s->windows_lost);  // cumulative, like dropped
       for (auto& w : s->windows)
         if (seen.insert(w.index).second) r.windows.push_back(std::move(w));
     }
@@ -310,21 +316,12 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   }
 
   for (auto& [rank, procs] : by_rank) {
-    if (procs.size() > 1) {
-      std::sort(procs.begin(), procs.end(), [](const RankData& a, const RankData& b) {
-        return occurrence_count(a) > occurrence_count(b);
-      });
-      std::string pids;
-      for (const auto& p : procs) pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
-      model.problems.push_back({"duplicate_rank", rank, "",
-                                fmt::format("rank {} was written by {} processes (pids {}); using pid {}, "
-                                            "which recorded the most",
-                                            rank, procs.size(), pids, procs.front().pid)});
-    }
+    choose_rank_process(procs, model.problems);
     model.ranks.push_back(std::move(procs.front()));
   }
   for (RankData& r : model.ranks) finish_nccl_rank(r, model.problems);
   for (RankData& r : model.ranks) finish_gpu_rank(r, model.problems);
+  for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
 
   // World size: what the ranks say (they should agree), or what the user says.
   std::set<int> sizes;

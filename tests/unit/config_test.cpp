@@ -63,6 +63,17 @@ TEST(Config, FlushIntervalBounds) {
     EXPECT_TRUE(parse_config(map_env({{"LAGGARD_FLUSH_S", v}})).warnings.empty()) << v;
 }
 
+TEST(Config, ExitWaitBound) {
+  EXPECT_DOUBLE_EQ(parse_config(map_env({})).config.exit_wait_s, 1.0);
+  EXPECT_DOUBLE_EQ(parse_config(map_env({{"LAGGARD_EXIT_WAIT_S", "0.25"}})).config.exit_wait_s, 0.25);
+  EXPECT_DOUBLE_EQ(parse_config(map_env({{"LAGGARD_EXIT_WAIT_S", "0"}})).config.exit_wait_s, 0.0);
+  for (const char* v : {"-1", "61", "soon"}) {
+    ConfigResult r = parse_config(map_env({{"LAGGARD_EXIT_WAIT_S", v}}));
+    EXPECT_EQ(r.warnings.size(), 1u) << v;
+    EXPECT_DOUBLE_EQ(r.config.exit_wait_s, 1.0) << v;
+  }
+}
+
 TEST(Config, ParseIntIsStrict) {
   long long v = 0;
   EXPECT_TRUE(parse_int("42", 0, 100, &v));

@@ -92,7 +92,7 @@ TEST(NcclFile, OpsCommunicatorsAndDropsRoundTrip) {
 
   std::ifstream in(writer.current_path());
   nlohmann::json j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["schema_version"], 4);
+  EXPECT_EQ(j["schema_version"], laggard::kSchemaVersion);
   EXPECT_EQ(j["capture"]["nccl"], "on");
   const auto& nccl = j["windows"][0]["nccl"];
   EXPECT_EQ(nccl["gpu_clock"], "globaltimer");

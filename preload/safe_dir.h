@@ -1,0 +1,63 @@
+// File-system steps of the writer that must not be turned against the user: the run directory
+// is verified (a real directory, not a symbolic link, owned by this user) and every file is
+// created relative to it with O_EXCL|O_NOFOLLOW, so a planted symlink, FIFO or foreign directory
+// is never followed, opened or written through.
+//
+// Modes: directories are created 0755 and files 0644, both reduced by the process umask (a
+// umask of 077 gives 0700/0600); nothing is made writable by others.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace laggard {
+
+// A directory's identity, to recognize one this process created itself.
+struct DirIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const DirIdentity&) const = default;
+};
+
+// mkdir -p with mode 0755 (before umask). Symlinks among the *parents* are followed: they are
+// the user's own choice of where LAGGARD_OUT lives. Returns "" or an error naming the path.
+std::string make_dirs(const std::string& path);
+
+// An open, verified run directory; closes its descriptor when it goes. Opened per flush and
+// closed right after, so the library holds no descriptor the application could close or
+// reuse between flushes.
+class RunDirFd {
+ public:
+  // Creates `path` (and its parents) when missing, then opens and verifies it: a directory,
+  // not a symlink, owned by this user, or the very directory this process created earlier
+  // (`created_earlier`; root on a root-squashed NFS owns nothing it creates). `error()` says
+  // why not when that failed.
+  explicit RunDirFd(const std::string& path, const DirIdentity& created_earlier = {});
+  ~RunDirFd();
+  RunDirFd(const RunDirFd&) = delete;
+  RunDirFd& operator=(const RunDirFd&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+  // Set when this call created the directory: pass it back as created_earlier next time.
+  bool created() const { return created_; }
+  const DirIdentity& identity() const { return identity_; }
+
+  // Writes `data` to `name` atomically: a new temp file `.NAME.tmp` (O_CREAT|O_EXCL|O_NOFOLLOW;
+  // whatever sits at that name is unlinked first, never opened), then renameat over `name`,
+  // which replaces a symlink there rather than following it. Returns "" or an error.
+  std::string write_atomically(const std::string& name, const std::string& data) const;
+
+  // Removes `.rankNNNNN-PID-seg*.json.tmp` files of `rank` whose PID is not a live process on
+  // this host (left by a SIGKILL mid-write). Returns how many were removed.
+  int remove_stale_temp_files(int rank, long own_pid) const;
+
+ private:
+  int fd_ = -1;
+  bool created_ = false;
+  DirIdentity identity_;
+  std::string path_, error_;
+};
+
+}  // namespace laggard
