@@ -1,6 +1,7 @@
 #include "reader.h"
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,10 +13,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "reader_checks.h"
 #include "reader_gpu.h"
 #include "reader_integrity.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
+#include "reader_segment.h"
+#include "reader_values.h"
 #include "signals.h"
 
 namespace laggard::report {
@@ -47,34 +51,19 @@ fs::file_time_type newest(const std::vector<fs::path>& files) {
   return t;
 }
 
-Counts read_counts(const json& j) {
+// Counts (dropped records): each a whole number >= 0; a bad one is left out and noted.
+Counts read_counts(const json& j, const char* where, std::vector<std::string>& notes) {
   Counts c;
   if (j.is_object())
-    for (auto& [k, v] : j.items())
-      if (v.is_number_unsigned() || v.is_number_integer()) c[k] = v.get<uint64_t>();
+    for (auto& [k, v] : j.items()) {
+      try {
+        c[k] = values::count(v, k.c_str());
+      } catch (const std::exception& e) {
+        notes.push_back(fmt::format("{}{}; left out", where, e.what()));
+      }
+    }
   return c;
 }
-
-// One parsed segment file.
-struct Segment {
-  std::string path;
-  std::string run_id;
-  int rank = -1, local_rank = -1, world_size = -1, segment = 0;
-  std::string host, nvtx_status, nccl_status;
-  long pid = 0, ppid = 0;
-  uint64_t windows_lost = 0;
-  int64_t process_start_ns = 0, data_end_ns = 0;
-  bool final = false;
-  int signal = 0;
-  double flush_s = 0;
-  Counts dropped;
-  std::vector<CaptureWindow> windows;
-  int64_t gpu_clock_offset_ns = 0;
-  std::string cupti_status;
-  uint64_t folded_ranges = 0;  // in "(other)", left out of the windows' sections
-  std::string sections_filter;
-};
-
 
 template <class T>
 T get_or(const json& j, const char* key, T fallback) {
@@ -90,38 +79,102 @@ bool is_folded(const json& s, int version) {
   return version < 4 && s.at("name").is_string() && s.at("name").get<std::string>() == "(other)";
 }
 
+// A checked whole number, or `fallback` when the key is absent or null.
+int64_t int_or(const json& j, const char* key, int64_t lo, int64_t hi, int64_t fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return values::integer(*it, lo, hi, key);
+}
+
+// Runs `read`; a bad value becomes a note and the field keeps its default.
+template <class F>
+void soft(std::vector<std::string>& notes, F&& read) {
+  try {
+    read();
+  } catch (const std::exception& e) {
+    notes.push_back(std::string(e.what()) + "; ignored");
+  }
+}
+
 SectionWindow read_section(const json& s, int64_t window_start) {
   SectionWindow sec;
   sec.name = s.at("name").get<std::string>();
   sec.parent = get_or<std::string>(s, "parent", "");
-  sec.count = s.at("count").get<uint64_t>();
-  sec.total_ns = s.at("total_ns").get<int64_t>();
-  sec.min_ns = s.at("min_ns").get<int64_t>();
-  sec.max_ns = s.at("max_ns").get<int64_t>();
-  sec.median_ns = s.at("median_ns").get<int64_t>();
+  sec.count = values::count(s.at("count"), "count");
+  sec.total_ns = values::dur_ns(s.at("total_ns"), "total_ns");
+  sec.min_ns = values::dur_ns(s.at("min_ns"), "min_ns");
+  sec.max_ns = values::dur_ns(s.at("max_ns"), "max_ns");
+  sec.median_ns = values::dur_ns(s.at("median_ns"), "median_ns");
   sec.domain = get_or<std::string>(s, "domain", "");
   sec.median_from_sample = get_or<bool>(s, "median_from_sample", false);
   if (auto it = s.find("occurrences"); it != s.end()) {
     const auto& starts = it->at("start_offset_ns");
     const auto& durs = it->at("dur_ns");
     const auto& tids = it->at("tid");
-    if (starts.size() != durs.size() || starts.size() != tids.size())
+    if (!starts.is_array() || !durs.is_array() || !tids.is_array() || starts.size() != durs.size() ||
+        starts.size() != tids.size())
       throw std::runtime_error("occurrence arrays of section '" + sec.name + "' differ in length");
+    if (starts.size() > sec.count)
+      throw std::runtime_error(fmt::format("section '{}' stores {} occurrences but counts {}", sec.name,
+                                           starts.size(), sec.count));
     double weight = starts.empty() ? 1.0 : std::max(1.0, double(sec.count) / double(starts.size()));
     sec.occurrences.reserve(starts.size());
-    for (size_t i = 0; i < starts.size(); ++i)
-      sec.occurrences.push_back({window_start + starts[i].get<int64_t>(), durs[i].get<int64_t>(),
-                                 tids[i].get<uint32_t>(), weight});
+    for (size_t i = 0; i < starts.size(); ++i) {
+      int64_t start = window_start + values::offset_ns(starts[i], "start_offset_ns");
+      if (start < 0) throw std::runtime_error(fmt::format("section '{}' has an occurrence before 1970", sec.name));
+      sec.occurrences.push_back({start, values::dur_ns(durs[i], "dur_ns"),
+                                 static_cast<uint32_t>(values::integer(tids[i], 0, UINT32_MAX, "tid")), weight});
+    }
   }
   return sec;
 }
 
-Segment parse_segment(const fs::path& path, StringTable& strings) {
+CaptureWindow read_window(const json& w, int version, StringTable& strings, uint64_t& folded_ranges,
+                          std::vector<std::string>& notes) {
+  CaptureWindow cw;
+  cw.index = values::count(w.at("index"), "index");
+  try {
+    cw.start_ns = values::time_ns(w.at("start_ns"), "start_ns");
+    cw.end_ns = values::time_ns(w.at("end_ns"), "end_ns");
+    if (cw.end_ns < cw.start_ns) throw std::runtime_error("end_ns is before start_ns");
+    cw.dropped = read_counts(w.value("dropped", json::object()), "window dropped.", notes);
+    for (const json& sec : w.at("sections")) {
+      if (is_folded(sec, version)) folded_ranges += values::count(sec.at("count"), "count");
+      else cw.sections.push_back(read_section(sec, cw.start_ns));
+    }
+    if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
+    if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
+    if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("window {}: {}", cw.index, e.what()));
+  }
+  return cw;
+}
+
+// The file's text, refusing files larger than `max_bytes` before reading them (a sparse or
+// runaway file is never read whole).
+std::string read_text(const fs::path& path, uint64_t max_bytes) {
+  std::error_code ec;
+  uint64_t size = fs::file_size(path, ec);
+  if (!ec && size > max_bytes)
+    throw std::runtime_error(fmt::format("file is {} bytes, more than the {} bytes a rank file may have "
+                                         "(--max-file-mb)", size, max_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    text.append(buf.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > max_bytes)  // grew while being read
+      throw std::runtime_error(fmt::format("file is more than the {} bytes a rank file may have (--max-file-mb)",
+                                           max_bytes));
+  }
+  return text;
+}
+
+}  // namespace
+
+Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings) {
   if (text.empty()) throw std::runtime_error("empty file");
   json j;
   try {
@@ -131,53 +184,59 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
   }
   if (!j.is_object() || get_or<std::string>(j, "schema", "") != "laggard-rank")
     throw std::runtime_error("not a laggard rank file");
-  int version = get_or<int>(j, "schema_version", 0);
+  int version = static_cast<int>(int_or(j, "schema_version", INT_MIN, INT_MAX, 0));
   if (version < kMinSchema || version > kMaxSchema)
     throw std::runtime_error(fmt::format("unsupported schema_version {} (this laggard reads {}..{})",
                                          version, kMinSchema, kMaxSchema));
   Segment s;
-  s.path = path.string();
+  s.path = path;
   s.run_id = j.at("run_id").get<std::string>();
-  s.rank = j.at("rank").get<int>();
-  s.local_rank = get_or<int>(j, "local_rank", -1);
-  s.world_size = get_or<int>(j, "world_size", -1);
-  s.segment = get_or<int>(j, "segment", 0);
+  s.rank = static_cast<int>(values::integer(j.at("rank"), 0, values::kMaxWorldSize - 1, "rank"));
+  auto& notes = s.notes;
+  soft(notes, [&] { s.world_size = static_cast<int>(int_or(j, "world_size", 1, values::kMaxWorldSize, -1)); });
+  soft(notes, [&] { s.local_rank = static_cast<int>(int_or(j, "local_rank", 0, values::kMaxWorldSize - 1, -1)); });
+  s.segment = static_cast<int>(int_or(j, "segment", 0, INT_MAX, 0));
   s.host = get_or<std::string>(j, "host", "");
-  s.pid = get_or<long>(j, "pid", 0);
-  s.ppid = get_or<long>(j, "ppid", 0);
-  s.windows_lost = get_or<uint64_t>(j, "windows_lost", 0);
-  s.process_start_ns = get_or<int64_t>(j, "process_start_ns", 0);
-  s.data_end_ns = get_or<int64_t>(j, "data_end_ns", 0);
+  s.pid = static_cast<long>(int_or(j, "pid", 0, INT64_MAX, 0));
+  soft(notes, [&] { s.process_start_ns = int_or(j, "process_start_ns", 0, values::kMaxTimeNs, 0); });
+  soft(notes, [&] { s.data_end_ns = int_or(j, "data_end_ns", 0, values::kMaxTimeNs, 0); });
+  s.ppid = static_cast<long>(int_or(j, "ppid", 0, INT64_MAX, 0));
+  soft(notes, [&] { s.windows_lost = values::count(j.value("windows_lost", json(0)), "windows_lost"); });
   s.final = get_or<bool>(j, "final", false);
-  s.signal = get_or<int>(j, "signal", 0);
-  if (auto it = j.find("config"); it != j.end()) {
-    s.flush_s = get_or<double>(*it, "flush_s", 0.0);
+  soft(notes, [&] { s.signal = static_cast<int>(int_or(j, "signal", 0, 128, 0)); });
+  if (auto it = j.find("config"); it != j.end() && it->is_object())
+    if (auto f = it->find("flush_s"); f != it->end() && !f->is_null())
+      soft(notes, [&] { s.flush_s = values::seconds(*f, 1e7, "config.flush_s"); });
+  if (auto it = j.find("config"); it != j.end() && it->is_object())
     s.sections_filter = get_or<std::string>(*it, "sections", "");
-  }
   if (auto it = j.find("capture"); it != j.end()) {
     s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
     s.nccl_status = get_or<std::string>(*it, "nccl", "");
     s.cupti_status = get_or<std::string>(*it, "cupti", "");
   }
-  if (auto it = j.find("clock"); it != j.end()) s.gpu_clock_offset_ns = get_or<int64_t>(*it, "gpu_offset_ns", 0);
-  s.dropped = read_counts(j.value("dropped", json::object()));
-  for (const json& w : j.at("windows")) {
-    CaptureWindow cw;
-    cw.index = w.at("index").get<uint64_t>();
-    cw.start_ns = w.at("start_ns").get<int64_t>();
-    cw.end_ns = w.at("end_ns").get<int64_t>();
-    cw.dropped = read_counts(w.value("dropped", json::object()));
-    for (const json& sec : w.at("sections")) {
-      if (is_folded(sec, version)) s.folded_ranges += sec.at("count").get<uint64_t>();
-      else cw.sections.push_back(read_section(sec, cw.start_ns));
+  if (auto it = j.find("clock"); it != j.end() && it->is_object())
+    soft(notes, [&] {
+      s.gpu_clock_offset_ns = int_or(*it, "gpu_offset_ns", -values::kMaxTimeNs, values::kMaxTimeNs, 0);
+    });
+  s.dropped = read_counts(j.value("dropped", json::object()), "dropped.", notes);
+  const json& windows = j.at("windows");
+  if (!windows.is_array()) throw std::runtime_error("windows is not an array");
+  size_t bad = 0;
+  std::string first_error;
+  for (const json& w : windows) {
+    try {
+      s.windows.push_back(read_window(w, version, strings, s.folded_ranges, notes));
+    } catch (const std::exception& e) {
+      if (!bad++) first_error = e.what();
     }
-    if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
-    if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
-    if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
-    s.windows.push_back(std::move(cw));
   }
+  if (bad)
+    notes.push_back(fmt::format("{} of {} window(s) left out as impossible ({}{})", bad, windows.size(),
+                                first_error, bad > 1 ? "; ..." : ""));
   return s;
 }
+
+namespace {
 
 uint64_t occurrence_count(const RankData& r) {
   uint64_t n = 0;
@@ -252,16 +311,25 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
 
   std::vector<Segment> segments;
   for (const auto& f : files) {
-    try {
-      segments.push_back(parse_segment(f, model.strings));
+    try {  // whatever one file holds, it costs at most that file
+      segments.push_back(parse_segment_text(read_text(f, opts.max_file_bytes), f.string(), model.strings));
     } catch (const std::exception& e) {
       model.problems.push_back({"unreadable_file", -1, f.string(), e.what()});
+    } catch (...) {
+      model.problems.push_back({"unreadable_file", -1, f.string(), "unreadable"});
     }
   }
   if (segments.empty()) {
     if (model.problems.empty()) throw std::runtime_error("no readable rank files in '" + model.dir + "'");
     return model;  // every file is listed as a problem; the report says so
   }
+  assemble_run(model, segments, opts);
+  return model;
+}
+
+void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts) {
+  for (const Segment& s : segments)
+    for (const std::string& note : s.notes) model.problems.push_back({"invalid_value", s.rank, s.path, note});
 
   // One run per directory: files of another run are set aside, never mixed in.
   std::map<std::string, int> run_votes;
@@ -319,9 +387,13 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     choose_rank_process(procs, model.problems);
     model.ranks.push_back(std::move(procs.front()));
   }
-  for (RankData& r : model.ranks) finish_nccl_rank(r, model.problems);
-  for (RankData& r : model.ranks) finish_gpu_rank(r, model.problems);
+  for (RankData& r : model.ranks) {
+    drop_window_time_outliers(r, model.problems);
+    finish_nccl_rank(r, model.problems);
+    finish_gpu_rank(r, model.problems);
+  }
   for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
+  align_rank_clocks(model);
 
   // World size: what the ranks say (they should agree), or what the user says.
   std::set<int> sizes;
@@ -334,12 +406,11 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   model.world_size = opts.expect_world_size > 0 ? opts.expect_world_size
                      : sizes.empty()            ? model.ranks.back().rank + 1
                                                 : *sizes.rbegin();
-  std::set<int> present;
-  for (const auto& r : model.ranks) present.insert(r.rank);
-  for (int rank = 0; rank < model.world_size; ++rank)
-    if (!present.count(rank))
-      model.problems.push_back({"missing_rank", rank, "",
-                                fmt::format("rank {} wrote no readable file (world size {})", rank, model.world_size)});
+  list_missing_ranks(model);
+  // A communicator larger than the stated world is impossible, but the world size may describe
+  // only part of the job: small communicators always pass.
+  check_comm_sizes(model, sizes.empty() && opts.expect_world_size <= 0 ? values::kMaxWorldSize
+                                                                       : std::max(model.world_size, 1024));
 
   int64_t run_start = INT64_MAX;
   for (const auto& r : model.ranks) run_start = std::min(run_start, r.process_start_ns);
@@ -366,7 +437,6 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
                                 fmt::format("rank {} lost or could not match {} records (see dropped counts)",
                                             r.rank, lost)});
   }
-  return model;
 }
 
 }  // namespace laggard::report

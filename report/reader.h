@@ -2,6 +2,7 @@
 // bad input: unreadable, truncated or foreign files and missing ranks become Problems.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "model.h"
@@ -11,6 +12,7 @@ namespace laggard::report {
 struct ReadOptions {
   std::string run_id;        // pick this run when DIR holds several; empty: the newest
   int expect_world_size = -1;  // overrides the world size found in the files
+  uint64_t max_file_bytes = uint64_t{256} << 20;  // larger rank files are refused unread (a problem entry)
 };
 
 // Throws std::runtime_error only when there is nothing to report at all (no such directory,

@@ -1,8 +1,10 @@
 #include "reader_gpu.h"
 
+#include <climits>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include "reader_values.h"
 
 namespace laggard::report {
 namespace {
@@ -17,13 +19,13 @@ GpuKind kind_from(const std::string& s) {
 
 void dims(const json& j, uint32_t (&out)[3]) {
   if (!j.is_array()) return;
-  for (size_t i = 0; i < 3 && i < j.size(); ++i) out[i] = j[i].get<uint32_t>();
+  for (size_t i = 0; i < 3 && i < j.size(); ++i) out[i] = static_cast<uint32_t>(values::integer(j[i], 0, UINT32_MAX, "grid/block"));
 }
 
 // Window-local string index -> run-wide id (kNone for null / -1).
 uint32_t lookup(const std::vector<uint32_t>& ids, const json& v) {
   if (v.is_null()) return StringTable::kNone;
-  int64_t i = v.get<int64_t>();
+  int64_t i = values::integer(v, -1, INT32_MAX, "string index");
   if (i < 0) return StringTable::kNone;
   if (static_cast<size_t>(i) >= ids.size()) throw std::runtime_error("GPU string index out of range");
   return ids[static_cast<size_t>(i)];
@@ -48,11 +50,11 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
     st.graph = k.value("graph", false);
     dims(k.value("grid", json()), st.grid);
     dims(k.value("block", json()), st.block);
-    st.count = k.at("count").get<uint64_t>();
-    st.total_ns = k.at("total_ns").get<int64_t>();
-    st.min_ns = k.at("min_ns").get<int64_t>();
-    st.max_ns = k.at("max_ns").get<int64_t>();
-    st.median_ns = k.at("median_ns").get<int64_t>();
+    st.count = values::count(k.at("count"), "gpu.kernels.count");
+    st.total_ns = values::dur_ns(k.at("total_ns"), "gpu.kernels.total_ns");
+    st.min_ns = values::dur_ns(k.at("min_ns"), "gpu.kernels.min_ns");
+    st.max_ns = values::dur_ns(k.at("max_ns"), "gpu.kernels.max_ns");
+    st.median_ns = values::dur_ns(k.at("median_ns"), "gpu.kernels.median_ns");
     out.kernel_stats.push_back(st);
   }
 
@@ -75,33 +77,34 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   out.gpu.reserve(out.gpu.size() + n);
   for (size_t i = 0; i < n; ++i) {
     GpuActivity a;
-    int k = kind[i].get<int>();
+    int64_t k = values::integer(kind[i], 0, 255, "gpu.records.kind");
     a.kind = k == 1 ? GpuKind::memcpy : k == 2 ? GpuKind::memset : GpuKind::kernel;
     a.name = lookup(ids, name[i]);
     a.section = lookup(ids, section[i]);
-    a.start_ns = window_start + start[i].get<int64_t>();
-    a.end_ns = a.start_ns + dur[i].get<int64_t>();
-    int64_t ad = api_dur[i].get<int64_t>();
+    a.start_ns = window_start + values::offset_ns(start[i], "gpu.records.start_offset_ns");
+    if (a.start_ns < 0) throw std::runtime_error("GPU record before 1970");
+    a.end_ns = a.start_ns + values::dur_ns(dur[i], "gpu.records.dur_ns");
+    int64_t ad = values::integer(api_dur[i], -1, values::kMaxDurNs, "gpu.records.api_dur_ns");
     if (ad >= 0) {
-      a.api_start_ns = window_start + api_start[i].get<int64_t>();
+      a.api_start_ns = window_start + values::offset_ns(api_start[i], "gpu.records.api_start_offset_ns");
       a.api_end_ns = a.api_start_ns + ad;
     }
-    a.api_tid = tid[i].get<uint32_t>();
-    a.correlation = corr[i].get<uint32_t>();
-    a.device = device[i].get<int32_t>();
-    a.stream = stream[i].get<uint32_t>();
-    int64_t sh = shape[i].get<int64_t>();
+    a.api_tid = static_cast<uint32_t>(values::integer(tid[i], 0, UINT32_MAX, "gpu.records.tid"));
+    a.correlation = static_cast<uint32_t>(values::integer(corr[i], 0, UINT32_MAX, "gpu.records.correlation"));
+    a.device = static_cast<int32_t>(values::integer(device[i], -1, INT32_MAX, "gpu.records.device"));
+    a.stream = static_cast<uint32_t>(values::integer(stream[i], 0, UINT32_MAX, "gpu.records.stream"));
+    int64_t sh = values::integer(shape[i], -1, INT32_MAX, "gpu.records.shape");
     if (sh >= 0) {
       if (static_cast<size_t>(sh) >= shapes.size()) throw std::runtime_error("GPU shape index out of range");
       const json& s = shapes[static_cast<size_t>(sh)];
       for (size_t d = 0; d < 3; ++d) {
-        a.grid[d] = s.at(d).get<uint32_t>();
-        a.block[d] = s.at(d + 3).get<uint32_t>();
+        a.grid[d] = static_cast<uint32_t>(values::integer(s.at(d), 0, UINT32_MAX, "gpu.records.shapes"));
+        a.block[d] = static_cast<uint32_t>(values::integer(s.at(d + 3), 0, UINT32_MAX, "gpu.records.shapes"));
       }
     }
-    a.bytes = bytes[i].get<uint64_t>();
-    a.copy_kind = static_cast<uint8_t>(copy[i].get<unsigned>());
-    unsigned f = flags[i].get<unsigned>();
+    a.bytes = values::count(bytes[i], "gpu.records.bytes");
+    a.copy_kind = static_cast<uint8_t>(values::integer(copy[i], 0, 255, "gpu.records.copy_kind"));
+    int64_t f = values::integer(flags[i], 0, UINT32_MAX, "gpu.records.flags");
     a.nccl = f & 1u;
     a.graph = f & 2u;
     out.gpu.push_back(a);

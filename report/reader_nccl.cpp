@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "reader_values.h"
+
 namespace laggard::report {
 namespace {
 
@@ -21,7 +23,7 @@ const json& column(const json& ops, const char* key, size_t n) {
 
 uint32_t string_at(const std::vector<uint32_t>& ids, const json& v) {
   if (!v.is_number_integer()) return StringTable::kNone;
-  int64_t i = v.get<int64_t>();
+  int64_t i = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? -1 : v.get<int64_t>();
   return i >= 0 && static_cast<size_t>(i) < ids.size() ? ids[i] : StringTable::kNone;
 }
 
@@ -35,16 +37,22 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
   std::vector<Comm> comms;
   for (const json& c : nccl.value("comms", json::array())) {
     std::string name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "";
+    // Bounded: the comm analysis sizes per-communicator tables by nranks.
+    auto field = [&](const char* key, int64_t lo, int64_t hi, int64_t fallback) {
+      auto f = c.find(key);
+      return static_cast<int>(f == c.end() || f->is_null() ? fallback : values::integer(*f, lo, hi, key));
+    };
+    const int nranks = field("nranks", 0, values::kMaxWorldSize, 0);
     comms.push_back({strings.intern(c.at("id").get<std::string>()),
-                     name.empty() ? StringTable::kNone : strings.intern(name), c.value("nranks", 0),
-                     c.value("rank", -1), c.value("nnodes", 0)});
+                     name.empty() ? StringTable::kNone : strings.intern(name), nranks,
+                     field("rank", -1, std::max(0, nranks - 1), -1), field("nnodes", 0, values::kMaxWorldSize, 0)});
   }
   std::vector<uint32_t> ids;
   for (const json& s : nccl.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
 
   const json dropped = nccl.value("dropped", json::object());
   for (const auto& [key, value] : dropped.items())
-    if (value.is_number_unsigned() || value.is_number_integer()) w.dropped["nccl_" + key] += value.get<uint64_t>();
+    w.dropped["nccl_" + key] += values::count(value, "nccl.dropped");
 
   if (auto pl = nccl.find("plugin"); pl != nccl.end() && pl->is_object()) {
     w.nccl_table = pl->value("table", 0);
@@ -90,12 +98,12 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
   const json* chan_start = ops.contains("chan_host_start_offset_ns") ? &column(ops, "chan_host_start_offset_ns", n) : nullptr;
   const json* chan_stop = ops.contains("chan_host_stop_offset_ns") ? &column(ops, "chan_host_stop_offset_ns", n) : nullptr;
   auto offset_at = [&](const json* col, size_t i) -> int64_t {
-    return col && (*col)[i].is_number_integer() ? w.start_ns + (*col)[i].get<int64_t>() : 0;
+    return col && (*col)[i].is_number_integer() ? w.start_ns + values::offset_ns((*col)[i], "nccl.ops.chan_host_offset_ns") : 0;
   };
 
   w.collectives.reserve(w.collectives.size() + n);
   for (size_t i = 0; i < n; ++i) {
-    size_t c = comm[i].get<size_t>();
+    size_t c = static_cast<size_t>(values::integer(comm[i], 0, INT32_MAX, "nccl.ops.comm"));
     if (c >= comms.size()) throw std::runtime_error(fmt::format("nccl.ops.comm[{}] names no communicator", i));
     Collective op;
     op.comm = comms[c].id;
@@ -104,24 +112,31 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
     op.comm_rank = comms[c].rank;
     op.comm_nnodes = comms[c].nnodes;
     op.func = string_at(ids, func[i]);
-    op.p2p = p2p[i].get<int>() != 0;
-    op.peer = peer[i].get<int>();
-    op.root = root[i].get<int>();
-    op.seq = seq[i].get<uint64_t>();
-    op.count = count[i].get<uint64_t>();
-    op.bytes = bytes[i].get<uint64_t>();
+    op.p2p = values::integer(p2p[i], 0, 1, "nccl.ops.p2p") != 0;
+    op.peer = static_cast<int>(values::integer(peer[i], -1, values::kMaxWorldSize, "nccl.ops.peer"));
+    op.root = static_cast<int>(values::integer(root[i], -1, values::kMaxWorldSize, "nccl.ops.root"));
+    op.seq = values::count(seq[i], "nccl.ops.seq");
+    op.count = values::count(count[i], "nccl.ops.count");
+    op.bytes = values::count(bytes[i], "nccl.ops.bytes");
     op.datatype = string_at(ids, datatype[i]);
     op.algo = string_at(ids, algo[i]);
     op.proto = string_at(ids, proto[i]);
-    op.nchannels = nchannels[i].get<int>();
-    if (channels && (*channels)[i].is_number_integer()) op.channels = (*channels)[i].get<int>();
-    op.upload_start_ns = w.start_ns + host_start[i].get<int64_t>();
-    op.upload_end_ns = host_dur[i].is_null() ? 0 : op.upload_start_ns + host_dur[i].get<int64_t>();
+    op.nchannels = static_cast<int>(values::integer(nchannels[i], 0, 1 << 16, "nccl.ops.nchannels"));
+    if (channels && (*channels)[i].is_number_integer())
+      op.channels = static_cast<int>(values::integer((*channels)[i], 0, 1 << 16, "nccl.ops.channels"));
+    op.upload_start_ns = w.start_ns + values::offset_ns(host_start[i], "nccl.ops.host_start_offset_ns");
+    if (op.upload_start_ns <= 0) throw std::runtime_error("NCCL operation before 1970");
+    op.upload_end_ns =
+        host_dur[i].is_null() ? 0 : op.upload_start_ns + values::dur_ns(host_dur[i], "nccl.ops.host_dur_ns");
     op.chan_host_start_ns = offset_at(chan_start, i);
     op.chan_host_stop_ns = offset_at(chan_stop, i);
     if (!gpu_start[i].is_null() && !gpu_dur[i].is_null()) {
-      op.gpu_start_ns = w.start_ns + gpu_start[i].get<int64_t>();
-      op.gpu_end_ns = op.gpu_start_ns + gpu_dur[i].get<int64_t>();
+      // NCCL's GPU clock may not be epoch-based (finish_nccl_rank shifts it): any sign here.
+      op.gpu_start_ns = w.start_ns + values::integer(gpu_start[i], -values::kMaxTimeNs, values::kMaxTimeNs,
+                                                     "nccl.ops.gpu_start_offset_ns");
+      if (op.gpu_start_ns < 0 || op.gpu_start_ns > values::kMaxTimeNs)
+        throw std::runtime_error("nccl.ops.gpu_start_offset_ns: GPU time outside 0..2096");
+      op.gpu_end_ns = op.gpu_start_ns + values::dur_ns(gpu_dur[i], "nccl.ops.gpu_dur_ns");
     }
     w.collectives.push_back(op);
   }

@@ -42,8 +42,10 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   if (t0 > t1) t0 = t1 = 0;
   rep.start_ns = t0;
   rep.end_ns = t1;
+  // The window count comes from times in files: bounded, a long run gets longer windows.
+  if (double(t1 - t0) / (rep.window_s * 1e9) > kMaxReportWindows) rep.window_s = double(t1 - t0) / 1e9 / kMaxReportWindows;
   const double window_ns = rep.window_s * 1e9;
-  const int nwin = std::max(1, static_cast<int>(std::ceil(double(t1 - t0) / window_ns - 1e-9)));
+  const int nwin = std::clamp(static_cast<int>(std::ceil(double(t1 - t0) / window_ns - 1e-9)), 1, kMaxReportWindows);
 
   // Gather every occurrence into its report window, per rank and section.
   std::vector<std::map<std::string, Acc>> acc(model.ranks.size());
@@ -68,7 +70,7 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
 
   std::map<std::string, std::map<std::string, uint64_t>> parent_votes;
   // Whole-run medians, then the lowest across ranks per section.
-  std::map<std::string, double> best;
+  std::map<std::string, double> best, best_any;  // best: from enough samples to score against
   std::vector<std::map<std::string, double>> med(model.ranks.size());
   for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
     for (auto& [name, a] : acc[ri]) {
@@ -76,6 +78,8 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
       if (a.all.empty()) continue;
       double m = lower_weighted_median(a.all);
       med[ri][name] = m;
+      if (auto it = best_any.find(name); it == best_any.end() || m < it->second) best_any[name] = m;
+      if (a.all.size() < opt.min_samples) continue;  // no reference from a handful of samples
       auto it = best.find(name);
       if (it == best.end() || m < it->second) best[name] = m;
     }
@@ -87,6 +91,7 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   for (size_t ri = 0; ri < model.ranks.size(); ++ri)
     for (auto& [name, a] : acc[ri])
       for (auto& [k, samples] : a.by_window) {
+        if (samples.size() < opt.min_samples) continue;  // no window score from a handful
         double m = lower_weighted_median(samples);
         wmed[ri][name][k] = m;
         auto& b = window_best[name];
@@ -113,9 +118,11 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
       sc.count = a.count;
       sc.share = captured_ns > 0 ? double(a.total_ns) / double(captured_ns) : 0;
       sc.median_from_sample = a.median_from_sample;
+      sc.samples = a.all.size();
       if (auto it = med[ri].find(name); it != med[ri].end()) {
         sc.median_ns = it->second;
-        sc.relative = ratio(best[name], it->second);
+        if (auto b = best.find(name); b != best.end() && sc.samples >= opt.min_samples)
+          sc.relative = ratio(b->second, it->second);
       }
       // Individual: against the best window median seen so far on this rank (NVRx keeps the
       // best historical performance as the reference).
@@ -124,6 +131,7 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
         best_so_far = std::min(best_so_far, m);
         SectionScore ws;
         ws.median_ns = m;
+        ws.samples = a.by_window[k].size();
         ws.count = static_cast<uint64_t>(std::llround([&] {
           double n = 0;
           for (auto& p : a.by_window[k]) n += p.second;
@@ -170,7 +178,8 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
                    [](const Straggler& a, const Straggler& b) { return a.score < b.score; });
 
   // Per-section summary across ranks.
-  for (const auto& [name, b] : best) {
+  for (const auto& [name, lowest] : best_any) {
+    const double b = best.count(name) ? best[name] : lowest;
     SectionSummary s;
     s.name = name;
     for (const auto& ranks_acc : acc)

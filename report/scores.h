@@ -20,6 +20,14 @@
 
 namespace laggard::report {
 
+// A score needs at least this many stored samples (occurrences) behind its median, in the
+// window or the whole run it covers: fewer give no score (and no straggler), and never serve as
+// the reference other scores are measured against. (NVRx has no such minimum: min_samples 1.)
+constexpr size_t kMinScoreSamples = 5;
+
+// At most this many report windows: a longer run gets longer windows (ScoreReport::window_s).
+constexpr int kMaxReportWindows = 10000;
+
 struct ScoreOptions {
   double relative_threshold = 0.75;
   double individual_threshold = 0.75;
@@ -28,14 +36,16 @@ struct ScoreOptions {
   // captured time (its total over the rank's windows' span): one-off 100 ns ranges are noise.
   // Its scores stay in the report either way.
   double min_share = 0.01;
+  size_t min_samples = kMinScoreSamples;
 };
 
 struct SectionScore {
   uint64_t count = 0;                 // occurrences recorded (exact, sampled or not)
+  size_t samples = 0;                 // stored occurrences the median is taken from
   double median_ns = 0;
   double share = 0;                   // of the rank's captured time (whole run only)
   bool median_from_sample = false;    // some window's median came from a sample
-  std::optional<double> relative;     // no value: no data to compare
+  std::optional<double> relative;     // no value: no data to compare, or too few samples
   std::optional<double> individual;   // whole run: the lowest per-window individual score
 };
 

@@ -11,13 +11,16 @@ namespace {
 
 constexpr int64_t kS = 1'000'000'000;
 
-// These models' sections are a few ns in 1 s windows: below any material share. The share
-// filter (issue 9 item 6) has its own test; the score arithmetic is tested without it.
-const ScoreOptions kEveryShare = [] {
+// The hand-computed NVRx examples below score single occurrences, as NVRx does (no minimum), and
+// their sections are a few ns in 1 s windows: below any material share. The share filter (issue 9
+// item 6) and the sample minimum (issue 10 item 8) have their own tests.
+ScoreOptions nvrx() {
   ScoreOptions o;
+  o.min_samples = 1;
   o.min_share = 0;
   return o;
-}();
+}
+const ScoreOptions kEveryShare = nvrx();
 
 // One rank whose section `name` took `durs[w]` in report window w (1 s windows from t=0).
 RankData rank_with(int rank, const std::string& name, const std::vector<std::vector<int64_t>>& durs) {
@@ -74,7 +77,7 @@ TEST(Scores, MatchesHandComputedNvrxScores) {
   RunModel m;
   m.ranks = {rank_with(0, "fwd", {{10, 12, 14}, {10, 10}}), rank_with(1, "fwd", {{20, 20, 21}, {20}}),
              rank_with(2, "fwd", {{10}, {30, 40, 50}})};
-  ScoreOptions opt = kEveryShare;
+  ScoreOptions opt = nvrx();
   opt.window_s = 1;
   ScoreReport rep = compute_scores(m, opt);
   ASSERT_EQ(rep.windows.size(), 2u);
@@ -116,9 +119,9 @@ TEST(Scores, MatchesHandComputedNvrxScores) {
 TEST(Scores, ThresholdsAreStrict) {
   RunModel m;
   m.ranks = {rank_with(0, "s", {{3}}), rank_with(1, "s", {{4}})};  // relative 0.75 exactly
-  ScoreReport rep = compute_scores(m, kEveryShare);
+  ScoreReport rep = compute_scores(m, nvrx());
   EXPECT_TRUE(rep.stragglers.empty());
-  ScoreOptions strict = kEveryShare;
+  ScoreOptions strict = nvrx();
   strict.relative_threshold = 0.76;
   EXPECT_EQ(compute_scores(m, strict).stragglers.size(), 1u);
 }
@@ -126,7 +129,7 @@ TEST(Scores, ThresholdsAreStrict) {
 TEST(Scores, HealthyRunHasNoStragglers) {
   RunModel m;
   for (int r = 0; r < 8; ++r) m.ranks.push_back(rank_with(r, "fwd", {{100 + r, 101, 99}, {100, 102 - r % 2}}));
-  EXPECT_TRUE(compute_scores(m, kEveryShare).stragglers.empty());
+  EXPECT_TRUE(compute_scores(m, nvrx()).stragglers.empty());
 }
 
 TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
@@ -134,7 +137,7 @@ TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
   m.ranks = {rank_with(0, "fwd", {{10}}), rank_with(1, "bwd", {{0, 0}}), rank_with(2, "bwd", {{5}})};
   m.ranks.push_back(RankData{});  // a rank with no windows at all
   m.ranks.back().rank = 3;
-  ScoreReport rep = compute_scores(m, kEveryShare);
+  ScoreReport rep = compute_scores(m, nvrx());
   EXPECT_EQ(rep.ranks[0].sections.count("bwd"), 0u);
   EXPECT_DOUBLE_EQ(*rep.ranks[1].sections.at("bwd").relative, 1.0);  // 0 ns is the best there is
   EXPECT_DOUBLE_EQ(*rep.ranks[2].sections.at("bwd").relative, 0.0);
@@ -145,9 +148,34 @@ TEST(Scores, SectionsWithoutDataHaveNoScoreAndNoNaN) {
   EXPECT_EQ(json.find("inf"), std::string::npos);
 }
 
+// Issue 10 item 8: 4 samples left after heavy drops made "13201069.25x slower".
+TEST(Scores, TooFewSamplesGiveNoScoreAndNoStraggler) {
+  RunModel m;
+  m.ranks = {rank_with(0, "s", {{10, 10, 10, 10}, {1000, 1000, 1000, 1000, 1000}}),
+             rank_with(1, "s", {{1000, 1000, 1000, 1000, 1000}, {1000, 1000, 1000, 1000, 1000}})};
+  ScoreReport rep = compute_scores(m, {});  // default: kMinScoreSamples
+  EXPECT_TRUE(rep.stragglers.empty());
+  // Window 0 of rank 0 has 4 samples: no score, and not the best its window 1 is held to.
+  for (const RankScores& r : rep.windows[0].ranks)
+    if (r.rank == 0) EXPECT_FALSE(r.sections.at("s").individual.has_value());
+  EXPECT_EQ(compute_scores(m, nvrx()).stragglers.size(), 1u);  // NVRx: rank 0 "100x slower than its best"
+}
+
+TEST(Scores, ReportWindowsAreBoundedOverALongSpan) {
+  RunModel m;
+  m.ranks = {rank_with(0, "s", {{10, 10, 10, 10, 10}}), rank_with(1, "s", {{10, 10, 10, 10, 10}})};
+  m.ranks[1].windows[0].start_ns = 400LL * 86400 * kS;  // a year and more after rank 0
+  m.ranks[1].windows[0].end_ns = m.ranks[1].windows[0].start_ns + kS;
+  ScoreOptions o;
+  o.window_s = 0.25;
+  ScoreReport rep = compute_scores(m, o);
+  EXPECT_LE(rep.windows.size(), static_cast<size_t>(kMaxReportWindows));
+  EXPECT_GT(rep.window_s, 0.25);  // widened, and the report prints the width it used
+}
+
 TEST(Scores, EmptyModel) {
   RunModel m;
-  ScoreReport rep = compute_scores(m, kEveryShare);
+  ScoreReport rep = compute_scores(m, nvrx());
   EXPECT_TRUE(rep.stragglers.empty());
   EXPECT_EQ(rep.windows.size(), 1u);
 }
@@ -156,7 +184,7 @@ TEST(Scores, WeightsOfSampledOccurrencesCount) {
   RunModel m;
   m.ranks = {rank_with(0, "s", {{10, 50}}), rank_with(1, "s", {{10}})};
   m.ranks[0].windows[0].sections[0].occurrences[1].weight = 9;  // 50 stands for 9 occurrences
-  ScoreReport rep = compute_scores(m, kEveryShare);
+  ScoreReport rep = compute_scores(m, nvrx());
   EXPECT_DOUBLE_EQ(rep.ranks[0].sections.at("s").median_ns, 50);
   EXPECT_DOUBLE_EQ(*rep.ranks[0].sections.at("s").relative, 0.2);
 }
@@ -167,7 +195,7 @@ TEST(Scores, JsonHasTheDocumentedShape) {
   m.world_size = 3;
   m.ranks = {rank_with(0, "fwd", {{10}}), rank_with(1, "fwd", {{30}})};
   m.problems.push_back({"missing_rank", 2, "", "rank 2 wrote no readable file"});
-  auto j = render_json(m, compute_scores(m, kEveryShare));
+  auto j = render_json(m, compute_scores(m, nvrx()));
   ASSERT_EQ(j["ranks"].size(), 2u);
   const auto& s = j["ranks"][1]["sections"]["fwd"];
   EXPECT_EQ(s["count"], 1);

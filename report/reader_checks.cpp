@@ -1,0 +1,172 @@
+#include "reader_checks.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace laggard::report {
+namespace {
+
+constexpr double kNsPerDay = 86400e9;
+constexpr int64_t kMinClockSlackNs = 60'000'000'000;  // starts this close never count as disagreeing
+constexpr size_t kMissingListedEach = 32;
+
+// Lower median of a non-empty vector.
+template <class T>
+T lower_median(std::vector<T> v) {
+  std::nth_element(v.begin(), v.begin() + (v.size() - 1) / 2, v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+// t + d, held inside int64 (times and offsets are bounded, their sums need not be).
+int64_t shifted(int64_t t, int64_t d) {
+  int64_t out;
+  if (__builtin_add_overflow(t, d, &out)) return d > 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
+void shift_rank(RankData& r, int64_t d) {
+  auto shift = [d](int64_t& t) { t = shifted(t, d); };
+  auto shift_known = [d](int64_t& t) { if (t) t = shifted(t, d); };  // 0: unknown, stays unknown
+  shift_known(r.process_start_ns);
+  shift_known(r.data_end_ns);
+  for (CaptureWindow& w : r.windows) {
+    shift(w.start_ns);
+    shift(w.end_ns);
+    for (SectionWindow& s : w.sections)
+      for (Occurrence& o : s.occurrences) shift(o.start_ns);
+    for (GpuActivity& a : w.gpu) {
+      shift(a.start_ns);
+      shift(a.end_ns);
+      shift_known(a.api_start_ns);
+      shift_known(a.api_end_ns);
+    }
+    for (Collective& c : w.collectives) {
+      shift(c.host_start_ns);
+      shift_known(c.host_end_ns);
+      shift_known(c.gpu_start_ns);
+      shift_known(c.gpu_end_ns);
+    }
+  }
+}
+
+std::string duration_text(double ns) {
+  ns = std::fabs(ns);
+  if (ns >= kNsPerDay) return fmt::format("{:.1f} days", ns / kNsPerDay);
+  if (ns >= 3600e9) return fmt::format("{:.1f} h", ns / 3600e9);
+  return fmt::format("{:.1f} s", ns / 1e9);
+}
+
+}  // namespace
+
+void drop_window_time_outliers(RankData& r, std::vector<Problem>& problems) {
+  if (r.windows.size() < 3) return;  // too few to tell which side is wrong
+  // Window i starts about index_i flush intervals after the process's first window: its anchor
+  // (start - index * flush) is the same for all windows up to suspensions and late flushes.
+  const double flush_ns = (r.flush_s > 0 ? r.flush_s : 10.0) * 1e9;
+  auto anchor = [&](const CaptureWindow& w) { return double(w.start_ns) - double(w.index) * flush_ns; };
+  std::vector<double> anchors;
+  for (const CaptureWindow& w : r.windows) anchors.push_back(anchor(w));
+  const double center = lower_median(anchors);
+  const double expected_span = double(r.windows.back().index - r.windows.front().index + 1) * flush_ns;
+  const double tolerance = std::max(kNsPerDay, 2 * expected_span);
+  size_t before = r.windows.size();
+  double worst = 0;
+  std::erase_if(r.windows, [&](const CaptureWindow& w) {
+    double off = anchor(w) - center;
+    if (std::fabs(off) <= tolerance) return false;
+    worst = std::max(worst, std::fabs(off));
+    return true;
+  });
+  if (size_t n = before - r.windows.size())
+    problems.push_back({"window_time_outlier", r.rank, "",
+                        fmt::format("rank {}: {} of {} windows lie up to {} away from the rank's other windows "
+                                    "(clock stepped or file corrupt); left out",
+                                    r.rank, n, before, duration_text(worst))});
+}
+
+void align_rank_clocks(RunModel& model) {
+  struct Extent {
+    size_t index;
+    int64_t start, end;
+  };
+  std::vector<Extent> ext;
+  for (size_t i = 0; i < model.ranks.size(); ++i) {
+    const RankData& r = model.ranks[i];
+    if (r.windows.empty()) continue;
+    int64_t start = INT64_MAX, end = INT64_MIN;
+    for (const CaptureWindow& w : r.windows) {
+      start = std::min(start, w.start_ns);
+      end = std::max(end, w.end_ns);
+    }
+    ext.push_back({i, start, end});
+  }
+  if (ext.size() < 2) return;
+  std::vector<int64_t> starts, spans;
+  for (const Extent& e : ext) {
+    starts.push_back(e.start);
+    spans.push_back(e.end - e.start);
+  }
+  const int64_t ref_start = lower_median(starts);
+  const int64_t span = std::max(lower_median(spans), kMinClockSlackNs);
+  for (const Extent& e : ext) {
+    const int64_t off = e.start - ref_start;  // both in [0, 2^62]: no overflow
+    if (off <= span && off >= -span) continue;
+    RankData& r = model.ranks[e.index];
+    shift_rank(r, -off);
+    model.problems.push_back(
+        {"clock_disagrees", r.rank, "",
+         fmt::format("rank {} (host {}): its clock is {} {} the other ranks' (more than the run's {}); its times "
+                     "were shifted to start with theirs",
+                     r.rank, r.host, duration_text(double(off)), off > 0 ? "ahead of" : "behind",
+                     duration_text(double(span)))});
+  }
+}
+
+void check_comm_sizes(RunModel& model, int limit) {
+  for (RankData& r : model.ranks) {
+    size_t dropped = 0;
+    int claimed = 0;
+    for (CaptureWindow& w : r.windows)
+      dropped += std::erase_if(w.collectives, [&](const Collective& c) {
+        if (c.comm_nranks <= limit && c.comm_rank < c.comm_nranks) return false;
+        claimed = std::max(claimed, c.comm_nranks);
+        return true;
+      });
+    if (dropped)
+      model.problems.push_back({"invalid_value", r.rank, "",
+                                fmt::format("rank {}: {} NCCL operations name a communicator of {} ranks (or a rank "
+                                            "outside it), more than the run's {}; left out",
+                                            r.rank, dropped, claimed, limit)});
+  }
+}
+
+void list_missing_ranks(RunModel& model) {
+  std::set<int> present;
+  for (const auto& r : model.ranks) present.insert(r.rank);
+  std::vector<std::pair<int, int>> rest;  // ranges [first, last] beyond those listed one by one
+  size_t listed = 0, unlisted = 0;
+  for (int rank = 0; rank < model.world_size; ++rank) {
+    if (present.count(rank)) continue;
+    if (listed < kMissingListedEach) {
+      ++listed;
+      model.problems.push_back({"missing_rank", rank, "",
+                                fmt::format("rank {} wrote no readable file (world size {})", rank, model.world_size)});
+      continue;
+    }
+    ++unlisted;
+    if (!rest.empty() && rest.back().second == rank - 1) rest.back().second = rank;
+    else if (rest.size() < 8) rest.push_back({rank, rank});
+  }
+  if (!unlisted) return;
+  std::string ranges;
+  for (const auto& [a, b] : rest) ranges += (ranges.empty() ? "" : ",") + (a == b ? fmt::format("{}", a) : fmt::format("{}-{}", a, b));
+  model.problems.push_back({"missing_rank", -1, "",
+                            fmt::format("{} more ranks wrote no readable file (world size {}): {}{}", unlisted,
+                                        model.world_size, ranges, rest.size() == 8 ? ",..." : "")});
+}
+
+}  // namespace laggard::report

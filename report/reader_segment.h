@@ -1,0 +1,41 @@
+// The reader's two halves, apart so they can be tested and fuzzed without files: one rank file's
+// text into a Segment, then a run's segments into the run model (docs/schema.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "reader.h"
+
+namespace laggard::report {
+
+// One parsed segment file.
+struct Segment {
+  std::string path;
+  std::string run_id;
+  int rank = -1, local_rank = -1, world_size = -1, segment = 0;
+  std::string host, nvtx_status, nccl_status;
+  long pid = 0, ppid = 0;
+  uint64_t windows_lost = 0;
+  int64_t process_start_ns = 0, data_end_ns = 0;
+  bool final = false;
+  int signal = 0;
+  double flush_s = 0;
+  Counts dropped;
+  std::vector<CaptureWindow> windows;
+  int64_t gpu_clock_offset_ns = 0;
+  std::string cupti_status;
+  uint64_t folded_ranges = 0;  // in "(other)", left out of the windows' sections
+  std::string sections_filter;
+  std::vector<std::string> notes;  // values ignored and windows left out as impossible
+};
+
+// Throws std::runtime_error (or a json exception) when the file cannot be used at all; values
+// or windows that are impossible are left out and described in Segment::notes.
+Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings);
+
+// Fills model.ranks, world_size, run_id and problems from the parsed segments.
+void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts);
+
+}  // namespace laggard::report
