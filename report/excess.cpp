@@ -47,9 +47,20 @@ struct RankNoise {
   double used = 0;  // what its z divides by
 };
 
+// The rank's own step-to-step noise from successive differences (MAD / sqrt 2): a slowdown
+// of many steps shifts the level but spoils only the two differences at its ends.
+double own_sigma(const std::vector<std::vector<double>>& e, size_t r) {
+  std::vector<double> xs = column(e, r, 0, static_cast<int>(e.size()) - 1), diffs;
+  for (size_t i = 1; i < xs.size(); ++i) diffs.push_back(xs[i] - xs[i - 1]);
+  if (diffs.empty()) return 0;
+  std::vector<double> dev;
+  for (double d : diffs) dev.push_back(std::fabs(d));
+  return kMadToSigma * median(dev) / std::sqrt(2.0);
+}
+
 RankNoise rank_noise(const std::vector<std::vector<double>>& e, size_t r, double pooled, double floor_ns) {
   RankNoise n;
-  n.own = mad_sigma(column(e, r, 0, static_cast<int>(e.size()) - 1));
+  n.own = own_sigma(e, r);
   n.used = std::max({pooled, n.own, floor_ns});
   return n;
 }
@@ -103,12 +114,30 @@ std::vector<std::pair<int, int>> cusum_runs(const std::vector<std::vector<double
   return runs;
 }
 
-// Drops end steps that are not part of the slowdown (a noisy step just before or after it
-// keeps the CUSUM positive): below half the run's median excess.
+// The slowdown inside a CUSUM excursion: the excursion can run on past it (a milder excess
+// after it, or a noisy step just before or after it keeps S positive). The steps whose excess
+// is above half the slowdown's level, as the sub-run with the largest sum of (e - level / 2)
+// (Kadane), starting from the excursion's mean and settling on its median.
 std::pair<int, int> trim(const std::vector<std::vector<double>>& e, size_t r, int first, int last) {
-  const double half = 0.5 * median(column(e, r, first, last));
-  while (first < last && !(has(e[first][r]) && e[first][r] >= half)) ++first;
-  while (last > first && !(has(e[last][r]) && e[last][r] >= half)) --last;
+  std::vector<double> in = column(e, r, first, last);
+  double sum = 0;
+  for (double v : in) sum += v;
+  double half = in.empty() ? 0 : 0.5 * sum / double(in.size());
+  for (int pass = 0; pass < 4; ++pass) {
+    int best_first = first, best_last = first - 1, run_first = first;
+    double best = 0, run = 0;
+    for (int k = first; k <= last; ++k) {
+      if (run <= 0) { run = 0; run_first = k; }
+      run += has(e[k][r]) ? e[k][r] - half : 0;
+      if (run > best) { best = run; best_first = run_first; best_last = k; }
+    }
+    if (best_last < best_first) break;
+    first = best_first;
+    last = best_last;
+    const double next = 0.5 * median(column(e, r, first, last));
+    if (next == half) break;
+    half = next;
+  }
   return {first, last};
 }
 

@@ -5,14 +5,15 @@
 // Statistics (docs/report.md, "How sure a finding is"):
 //   excess e[k][r]  = x[k][r] - median over ranks of x[k][.]      (step k, rank r)
 //   noise  sigma    = 1.4826 * MAD of all e[k][r] (pooled over steps and ranks: robust spread
-//                     across ranks), raised to the rank's own 1.4826 * MAD over its steps when
-//                     that is larger (a rank that is only noisier is not slower)
+//                     across ranks), raised to the rank's own step-to-step sigma (1.4826 * MAD
+//                     of successive differences / sqrt 2, blind to level shifts) when larger
+//                     (a rank that is only noisier is not slower)
 //   z of a run of L steps = median e over the run / (1.2533 * sigma / sqrt(L))
 //                     (the standard error of a median; medians so that one outlier step does
 //                     not make a run)
 //   runs: one-sided CUSUM (Page 1954) S = max(0, S + e - k) with k = half the material excess;
-//         each excursion [first S>0, argmax S] is a candidate, trimmed of end steps below half
-//         its median excess
+//         each excursion [first S>0, argmax S] is a candidate, narrowed to the sub-run whose
+//         steps sit above half its level (Kadane's maximum sum of e - level/2)
 //   a finding needs z >= z_crit (Bonferroni over ranks x signals x steps at `false_alarm_rate`
 //   false findings per run, at least `min_z`), a median excess >= `min_cost_share` of the
 //   median step time, and >= `min_steps` steps (or 2 report windows' worth of time).

@@ -242,7 +242,7 @@ std::vector<Threshold> thresholds_of(const VerdictContext& c) {
                    ms(c.step_ns))},
       {"min_excess_ms", ms(c.criteria.min_excess_ns),
        fmt::format("the material excess per step: max(min_cost_share x step, {:.3f} ms)", ms(o.min_impact_ns))},
-      {"min_steps", double(o.excess.min_steps),
+      {"min_steps", double(c.excess.min_steps),
        "a transient lasts at least this many consecutive steps (or 2 report windows): one noisy step is ignored"},
       {"cusum_k_ms", ms(c.criteria.cusum_k_ns), "CUSUM allowance (half the material excess) that finds transient runs"},
       {"min_consecutive_windows", double(o.min_consecutive_windows),
@@ -313,7 +313,10 @@ void add_lateness_findings(const VerdictContext& c, FindingSet& out) {
   if (!c.jitter.available || c.jitter.matrix.empty()) return;
   bool use_arrival = false;
   const Signal s = lateness_signal(c.jitter, c.model.ranks.size(), &use_arrival);
-  for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.options.excess))
+  std::vector<double> starts;  // for the 2-window rule, when the rows are the step set's
+  if (!c.steps.per_rank.empty() && static_cast<int>(s.ns.size()) == c.steps.count())
+    for (int k = 0; k < c.steps.count(); ++k) starts.push_back(double(c.steps.per_rank[0][k].start_ns));
+  for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.excess, starts))
     if (x.rank < c.jitter.ranks.size()) out.add(lateness_finding(c, x, use_arrival), x.rank);
 }
 
@@ -504,8 +507,10 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   VerdictContext c{model, steps, scores, j, b, opt, gpu, comm};
   c.step_ns = median_step_ns(steps);
   c.sections = section_signals(model, steps);
+  c.excess = opt.excess;
+  if (c.excess.window_ns <= 0) c.excess.window_ns = scores.window_s * 1e9;
   const double tests = double(model.ranks.size()) * double(c.sections.size() + 1) * std::max(1, steps.count());
-  c.criteria = excess_criteria(opt.excess, c.step_ns, tests);
+  c.criteria = excess_criteria(c.excess, c.step_ns, tests);
   c.criteria.min_excess_ns = std::max(c.criteria.min_excess_ns, opt.min_impact_ns);
   c.criteria.cusum_k_ns = 0.5 * c.criteria.min_excess_ns;
 

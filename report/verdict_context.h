@@ -21,6 +21,7 @@ struct VerdictContext {
   double step_ns = 0;               // median step time over ranks and steps
   std::vector<Signal> sections;     // NVTX CPU time per step (section_steps.h)
   ExcessCriteria criteria;          // for every per-step signal of this run
+  ExcessOptions excess;             // options.excess, with the report window filled in
 };
 
 struct FindingSet {

@@ -1,6 +1,7 @@
 // Findings from NVTX sections' CPU time per step: detect, keep the narrowest sections that
 // carry the excess, give each its cause, and join what the GPU analysis already found.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -44,10 +45,11 @@ class SectionTree {
       if (p == ancestor) return true;
     return false;
   }
-  int children(const std::string& name) const {
-    int n = 0;
-    for (const auto& [s, p] : parent_) n += s != name && parent_of(s) == name;
-    return n;
+  std::vector<std::string> children(const std::string& name) const {
+    std::vector<std::string> out;
+    for (const auto& [s, p] : parent_)
+      if (s != name && parent_of(s) == name) out.push_back(s);
+    return out;
   }
 
  private:
@@ -61,30 +63,71 @@ std::vector<Candidate> detect_all(const VerdictContext& c) {
     for (int k = 0; k < c.steps.count(); ++k) starts.push_back(double(c.steps.per_rank[0][k].start_ns));
   std::vector<Candidate> out;
   for (const Signal& s : c.sections)
-    for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.options.excess, starts))
+    for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.excess, starts))
       out.push_back({x, &s});
   return out;
 }
 
-// A section's finding moves to its sub-sections when they explain most of it and are not all
-// of its sub-sections (the slowdown is in some of them); otherwise the section itself is the
-// narrowest honest place (all of it got slower, or its own time did) and its sub-sections'
-// findings fold into it.
-void keep_narrowest(std::vector<Candidate>& cs, const SectionTree& tree, double explained_share) {
+// How much slower a section got on a rank over some steps, relative to its usual time.
+class RelativeExcess {
+ public:
+  explicit RelativeExcess(const std::vector<Signal>& signals) {
+    for (const Signal& s : signals) {
+      std::vector<double> all;
+      for (const auto& row : s.ns)
+        for (double v : row)
+          if (!std::isnan(v)) all.push_back(v);
+      by_name_[s.name] = {excess_matrix(s), median(all)};
+    }
+  }
+  double usual_ns(const std::string& name) const { return by_name_.at(name).second; }
+  // Median excess over rows [first, last] divided by the section's usual time; 0 if unknown.
+  double of(const std::string& name, size_t r, int first, int last) const {
+    const auto& [e, usual] = by_name_.at(name);
+    std::vector<double> xs;
+    for (int k = first; k <= last && k < static_cast<int>(e.size()); ++k)
+      if (!std::isnan(e[k][r])) xs.push_back(e[k][r]);
+    return usual > 0 && !xs.empty() ? median(xs) / usual : 0;
+  }
+
+ private:
+  std::map<std::string, std::pair<std::vector<std::vector<double>>, double>> by_name_;
+};
+
+// A section got uniformly slower when each of its sizeable sub-sections (>= 5 % of it) got
+// slower by at least half its own factor: then the section is the place to name.
+bool uniformly_slower(const Candidate& p, const std::vector<std::string>& kids, const RelativeExcess& rel) {
+  const std::string& name = p.signal->name;
+  const double usual = rel.usual_ns(name);
+  const double factor = usual > 0 ? p.x.median_excess_ns / usual : 0;
+  int sizeable = 0;
+  for (const std::string& k : kids) {
+    if (rel.usual_ns(k) < 0.05 * usual) continue;
+    ++sizeable;
+    if (rel.of(k, p.x.rank, p.x.first, p.x.last) < 0.5 * factor) return false;
+  }
+  return sizeable > 0;
+}
+
+// A section's finding moves to its sub-sections when their findings explain most of it and the
+// slowdown is in some of them; when all of it got slower (or its own time did), the section is
+// the narrowest honest place and its sub-sections' findings fold into it.
+void keep_narrowest(std::vector<Candidate>& cs, const SectionTree& tree, const RelativeExcess& rel,
+                    double explained_share) {
   std::stable_sort(cs.begin(), cs.end(), [&](const Candidate& a, const Candidate& b) {
     return tree.depth(a.signal->name) < tree.depth(b.signal->name);
   });
   for (Candidate& p : cs) {
     if (p.dropped) continue;
-    std::map<std::string, double> kids;
+    std::map<std::string, double> found;
     for (const Candidate& k : cs)
       if (!k.dropped && k.x.rank == p.x.rank && overlaps(k.x, p.x) &&
           tree.parent_of(k.signal->name) == p.signal->name)
-        kids[k.signal->name] = std::max(kids[k.signal->name], k.x.median_excess_ns);
+        found[k.signal->name] = std::max(found[k.signal->name], k.x.median_excess_ns);
     double explained = 0;
-    for (auto& [name, v] : kids) explained += v;
-    if (!kids.empty() && explained >= explained_share * p.x.median_excess_ns &&
-        static_cast<int>(kids.size()) < tree.children(p.signal->name)) {
+    for (auto& [name, v] : found) explained += v;
+    if (!found.empty() && explained >= explained_share * p.x.median_excess_ns &&
+        !uniformly_slower(p, tree.children(p.signal->name), rel)) {
       p.dropped = true;
       continue;
     }
@@ -166,7 +209,8 @@ void add_section_findings(const VerdictContext& c, FindingSet& out) {
   if (c.sections.empty()) return;
   const size_t from_steps = out.findings.size();
   std::vector<Candidate> cs = detect_all(c);
-  keep_narrowest(cs, SectionTree(c.sections, c.steps.section), c.options.explained_by_children);
+  keep_narrowest(cs, SectionTree(c.sections, c.steps.section), RelativeExcess(c.sections),
+                 c.options.explained_by_children);
   for (const Candidate& cand : cs) {
     if (cand.dropped) continue;
     Finding f = section_finding(c, cand);
