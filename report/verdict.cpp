@@ -350,6 +350,7 @@ void add_gpu_score_findings(const VerdictContext& c, FindingSet& out) {
                          : it != g.sections.end() ? double(it->second.kernel_ns)
                                                   : 0.0;
       f.impact_ns = kernel_ns * (1 - s.score) / std::max(1, c.steps.count());
+      if (c.step_ns > 0 && f.impact_ns < c.criteria.min_excess_ns) continue;  // not material to the job
     }
     f.evidence["gpu_" + s.metric + "_score"] = s.score;
     const std::string where = s.section.empty() ? "its kernels" : "its kernels in " + s.section;
@@ -461,6 +462,8 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
         }
       continue;
     }
+    // What the others waited per collective must be material to the job, as for every finding.
+    if (c.step_ns > 0 && per_op < c.criteria.min_excess_ns) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;

@@ -218,3 +218,50 @@ TEST(Excess, CriticalZGrowsWithTheTests) {
 
 }  // namespace
 }  // namespace laggard::report
+
+#include "power_trial.h"
+
+namespace laggard::report {
+namespace {
+
+using synth::PowerOutcome;
+using synth::PowerTrial;
+
+// A fast slice of bench/detection-power: exact rank, section and steps; nothing else found.
+TEST(DetectionPower, FastSlice) {
+  struct Case {
+    bool gpu;
+    int ranks;
+    double factor;
+    std::string section;
+    int duration;
+  };
+  const Case cases[] = {{false, 4, 1.2, "backward", 0},  {false, 4, 1.2, "backward", 20}, {false, 4, 1.5, "forward", 5},
+                        {false, 64, 1.1, "backward", 0}, {false, 64, 2.0, "data_load", 5}, {true, 8, 1.5, "backward", 0},
+                        {true, 8, 2.0, "forward", 5}};
+  for (const Case& c : cases)
+    for (uint64_t seed = 1; seed <= 2; ++seed) {
+      PowerTrial t{c.gpu, c.ranks, 40, 0.02, c.factor, c.section, c.duration, seed};
+      PowerOutcome o = synth::run_power_trial(t);
+      SCOPED_TRACE(::testing::Message() << (c.gpu ? "gpu " : "cpu ") << c.ranks << " ranks, " << c.section << " x"
+                                        << c.factor << ", " << c.duration << " steps, seed " << seed);
+      EXPECT_GE(o.cost_share, 0.05);
+      EXPECT_TRUE(o.found) << o.first_other;
+      EXPECT_TRUE(o.exact_steps);
+      EXPECT_EQ(o.other_findings, 0) << o.first_other;
+      EXPECT_EQ(o.misplaced, 0);
+    }
+}
+
+TEST(DetectionPower, HealthyRunsFindNothing) {
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    for (bool gpu : {false, true})
+      for (double noise : {0.0, 0.05}) {
+        PowerTrial t{gpu, 16, 40, noise, 1.0, "", 0, seed};
+        PowerOutcome o = synth::run_power_trial(t);
+        EXPECT_EQ(o.other_findings, 0) << o.first_other;
+      }
+}
+
+}  // namespace
+}  // namespace laggard::report
