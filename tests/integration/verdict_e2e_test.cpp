@@ -13,16 +13,6 @@ namespace {
 
 const std::vector<std::string> kLoop = {"--steps", "40", "--step-ms", "15"};
 
-class VerdictEndToEnd : public Scratch {
- protected:
-  nlohmann::json findings_of(std::vector<std::string> args) {
-    args.insert(args.begin(), kLoop.begin(), kLoop.end());
-    ProcessResult run = run_demo(4, args);
-    EXPECT_EQ(run.exit_code, 0) << run.err;
-    return report()["verdict"]["findings"];
-  }
-};
-
 // Sleeping processes on a machine with more runnable threads than cores wake late, for several
 // steps at a time: those are real transient slowdowns of that rank, and the verdict reports
 // them. On such a machine healthy runs must have no whole-run finding, and the injected fault
@@ -36,6 +26,32 @@ bool overloaded() {
   }
   return load > double(std::thread::hardware_concurrency());
 }
+
+bool has_finding(const nlohmann::json& f, int rank, const std::string& section) {
+  for (const auto& x : f)
+    if (x["rank"] == rank && x["section"] == section) return true;
+  return false;
+}
+
+class VerdictEndToEnd : public Scratch {
+ protected:
+  nlohmann::json findings_of(std::vector<std::string> args) {
+    args.insert(args.begin(), kLoop.begin(), kLoop.end());
+    ProcessResult run = run_demo(4, args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return report()["verdict"]["findings"];
+  }
+  // The run, repeated up to twice on an overloaded machine when the fault is not among the
+  // findings (a starved rank's noise can hide it).
+  nlohmann::json findings_with(const std::vector<std::string>& args, int rank, const std::string& section) {
+    nlohmann::json f = findings_of(args);
+    for (int retry = 0; retry < 2 && overloaded() && !has_finding(f, rank, section); ++retry) {
+      std::filesystem::remove_all(out());
+      f = findings_of(args);
+    }
+    return f;
+  }
+};
 
 // The finding on `rank` and `section`: the first one on an idle machine, any on a loaded one.
 nlohmann::json injected(const nlohmann::json& f, int rank, const std::string& section) {
@@ -73,35 +89,36 @@ void expect_clean(const nlohmann::json& f) {
 }
 
 TEST_F(VerdictEndToEnd, Backward110) {
-  expect_one(findings_of({"--slow-rank", "2", "--slow", "backward:1.1"}), 2, "backward");
+  expect_one(findings_with({"--slow-rank", "2", "--slow", "backward:1.1"}, 2, "backward"), 2, "backward");
 }
 
 TEST_F(VerdictEndToEnd, Backward125) {
-  expect_one(findings_of({"--slow-rank", "1", "--slow", "backward:1.25"}), 1, "backward");
+  expect_one(findings_with({"--slow-rank", "1", "--slow", "backward:1.25"}, 1, "backward"), 1, "backward");
 }
 
 TEST_F(VerdictEndToEnd, Forward13) {
   // Both sub-sections (attention, mlp) are slower: the finding names their parent.
-  expect_one(findings_of({"--slow-rank", "3", "--slow", "forward:1.3"}), 3, "forward");
+  expect_one(findings_with({"--slow-rank", "3", "--slow", "forward:1.3"}, 3, "forward"), 3, "forward");
 }
 
 TEST_F(VerdictEndToEnd, BackwardTwiceInSteps10To19) {
-  expect_one(findings_of({"--slow-rank", "0", "--slow", "backward:2:10:20"}), 0, "backward", 10, 19);
+  expect_one(findings_with({"--slow-rank", "0", "--slow", "backward:2:10:20"}, 0, "backward"), 0, "backward", 10, 19);
 }
 
 TEST_F(VerdictEndToEnd, DataLoadFiveTimesInSteps20To29) {
   // data_load is a start/end range started on the loader thread and ended on the main thread.
-  expect_one(findings_of({"--slow-rank", "2", "--slow", "data_load:5:20:30"}), 2, "data_load", 20, 29);
+  expect_one(findings_with({"--slow-rank", "2", "--slow", "data_load:5:20:30"}, 2, "data_load"), 2, "data_load", 20, 29);
 }
 
 TEST_F(VerdictEndToEnd, FirstThirdTwiceSlowerInBackward) {
   // Issue 10 item 10: window scores 0.50, whole-run scores normal; must reach the verdict.
-  expect_one(findings_of({"--slow-rank", "1", "--slow", "backward:2:0:13"}), 1, "backward", 0, 12);
+  expect_one(findings_with({"--slow-rank", "1", "--slow", "backward:2:0:13"}, 1, "backward"), 1, "backward", 0, 12);
 }
 
 TEST_F(VerdictEndToEnd, ThreeSectionsOfOneRank) {
-  nlohmann::json f = findings_of({"--slow-rank", "3", "--slow", "backward:2", "--slow", "data_load:3", "--slow",
-                                         "optimizer:2"});
+  nlohmann::json f = findings_with({"--slow-rank", "3", "--slow", "backward:2", "--slow", "data_load:3", "--slow",
+                                     "optimizer:2"},
+                                    3, "backward");
   std::set<std::string> sections;
   for (const auto& x : f)
     if (x["rank"] == 3 && x["first_step"].is_null()) sections.insert(x["section"].get<std::string>());
