@@ -248,7 +248,8 @@ std::vector<Threshold> thresholds_of(const VerdictContext& c) {
       {"min_consecutive_windows", double(o.min_consecutive_windows),
        "an individual-score finding needs this many consecutive report windows below the threshold"},
       {"cause_share", o.cause_share, "a cause is named only when it explains at least this share of the excess"},
-      {"relative_threshold", c.scores.options.relative_threshold, "NVRx relative section score below which a rank is slow"},
+      {"relative_threshold", c.scores.options.relative_threshold,
+       "NVRx relative section score below which a rank is slow"},
       {"individual_threshold", c.scores.options.individual_threshold,
        "NVRx individual section score below which a rank is slower than its own best"},
   };

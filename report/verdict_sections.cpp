@@ -158,7 +158,8 @@ std::string section_cause(const VerdictContext& c, const Candidate& cand, Findin
     f.cause = Cause::unknown;
     return "CPU time only: no GPU records to tell GPU work from host work";
   }
-  const double compute = c.jitter.available ? section_kernel_excess(c.jitter, cand.x.rank, cand.signal->name, cand.x) : 0;
+  const double compute =
+      c.jitter.available ? section_kernel_excess(c.jitter, cand.x.rank, cand.signal->name, cand.x) : 0;
   const double impact = cand.x.median_excess_ns;
   const double share = impact > 0 ? std::clamp(compute / impact, 0.0, 1.0) : 0;
   f.cause = share >= c.options.cause_share ? Cause::gpu_compute : Cause::host;

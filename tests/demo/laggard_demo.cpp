@@ -92,7 +92,8 @@ Options parse(int argc, char** argv) {
     else usage(("unknown option " + a).c_str());
   }
   if (o.steps <= 0 || o.step_ms <= 0 || o.slow_factor <= 0) usage("steps, step-ms and slow-factor must be > 0");
-  if (o.slow.empty() || !o.slow_section.empty()) o.slow.push_back({o.slow_section, o.slow_factor, o.slow_from, o.slow_to});
+  if (o.slow.empty() || !o.slow_section.empty())
+    o.slow.push_back({o.slow_section, o.slow_factor, o.slow_from, o.slow_to});
   return o;
 }
 

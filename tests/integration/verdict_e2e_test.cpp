@@ -27,9 +27,11 @@ bool overloaded() {
   return load > double(std::thread::hardware_concurrency());
 }
 
-bool has_finding(const nlohmann::json& f, int rank, const std::string& section) {
+bool has_finding(const nlohmann::json& f, int rank, const std::string& section, int first, int last) {
   for (const auto& x : f)
-    if (x["rank"] == rank && x["section"] == section) return true;
+    if (x["rank"] == rank && x["section"] == section &&
+        (first < 0 ? x["first_step"].is_null() : x["first_step"] == first && x["last_step"] == last))
+      return true;
   return false;
 }
 
@@ -43,9 +45,10 @@ class VerdictEndToEnd : public Scratch {
   }
   // The run, repeated up to twice on an overloaded machine when the fault is not among the
   // findings (a starved rank's noise can hide it).
-  nlohmann::json findings_with(const std::vector<std::string>& args, int rank, const std::string& section) {
+  nlohmann::json findings_with(const std::vector<std::string>& args, int rank, const std::string& section,
+                               int first = -1, int last = -1) {
     nlohmann::json f = findings_of(args);
-    for (int retry = 0; retry < 2 && overloaded() && !has_finding(f, rank, section); ++retry) {
+    for (int retry = 0; retry < 2 && overloaded() && !has_finding(f, rank, section, first, last); ++retry) {
       std::filesystem::remove_all(out());
       f = findings_of(args);
     }
@@ -102,17 +105,20 @@ TEST_F(VerdictEndToEnd, Forward13) {
 }
 
 TEST_F(VerdictEndToEnd, BackwardTwiceInSteps10To19) {
-  expect_one(findings_with({"--slow-rank", "0", "--slow", "backward:2:10:20"}, 0, "backward"), 0, "backward", 10, 19);
+  const int first = 10, last = 19;
+  expect_one(findings_with({"--slow-rank", "0", "--slow", "backward:2:10:20"}, 0, "backward", first, last), 0, "backward", first, last);
 }
 
 TEST_F(VerdictEndToEnd, DataLoadFiveTimesInSteps20To29) {
   // data_load is a start/end range started on the loader thread and ended on the main thread.
-  expect_one(findings_with({"--slow-rank", "2", "--slow", "data_load:5:20:30"}, 2, "data_load"), 2, "data_load", 20, 29);
+  const int first = 20, last = 29;
+  expect_one(findings_with({"--slow-rank", "2", "--slow", "data_load:5:20:30"}, 2, "data_load", first, last), 2, "data_load", first, last);
 }
 
 TEST_F(VerdictEndToEnd, FirstThirdTwiceSlowerInBackward) {
   // Issue 10 item 10: window scores 0.50, whole-run scores normal; must reach the verdict.
-  expect_one(findings_with({"--slow-rank", "1", "--slow", "backward:2:0:13"}, 1, "backward"), 1, "backward", 0, 12);
+  const int first = 0, last = 12;
+  expect_one(findings_with({"--slow-rank", "1", "--slow", "backward:2:0:13"}, 1, "backward", first, last), 1, "backward", first, last);
 }
 
 TEST_F(VerdictEndToEnd, ThreeSectionsOfOneRank) {

@@ -236,8 +236,9 @@ TEST(DetectionPower, FastSlice) {
     std::string section;
     int duration;
   };
-  const Case cases[] = {{false, 4, 1.2, "backward", 0},  {false, 4, 1.2, "backward", 20}, {false, 4, 1.5, "forward", 5},
-                        {false, 64, 1.1, "backward", 0}, {false, 64, 2.0, "data_load", 5}, {true, 8, 1.5, "backward", 0},
+  const Case cases[] = {{false, 4, 1.2, "backward", 0},   {false, 4, 1.2, "backward", 20},
+                        {false, 4, 1.5, "forward", 5},    {false, 64, 1.1, "backward", 0},
+                        {false, 64, 2.0, "data_load", 5}, {true, 8, 1.5, "backward", 0},
                         {true, 8, 2.0, "forward", 5}};
   for (const Case& c : cases)
     for (uint64_t seed = 1; seed <= 2; ++seed) {
