@@ -92,6 +92,15 @@ int main(int argc, char** argv) {
   rep_cmd->add_option("--divergence-us", divergence_us,
                       "time-to-kernel-end divergence that counts (default: max(20 us, 5 % of the median step))")
       ->check(CLI::Range(0.0, 1e9));
+  rep_cmd->add_option("--min-cost", rep.analyses.verdict.excess.min_cost_share,
+                      "a finding must cost the job at least this share of the median step time")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  rep_cmd->add_option("--min-steps", rep.analyses.verdict.excess.min_steps,
+                      "a transient finding lasts at least this many consecutive steps (or 2 report windows)")
+      ->check(CLI::Range(2, 1'000'000))->capture_default_str();
+  rep_cmd->add_option("--false-alarm-rate", rep.analyses.verdict.excess.false_alarm_rate,
+                      "expected false findings per run that sets the significance threshold")
+      ->check(CLI::Range(1e-9, 1.0))->capture_default_str();
   rep_cmd->add_option("--kernel-wait-ns", rep.analyses.breakdown.kernel_wait_ns,
                       "gaps shorter than this are kernel wait (HTA)")->check(CLI::Range(0, 1'000'000'000))
       ->capture_default_str();

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "section_steps.h"
 #include "stats.h"
+#include "verdict_context.h"
 
 namespace laggard::report {
 namespace {
@@ -195,136 +197,145 @@ double robust_z(double x, const std::vector<double>& xs) {
   return (x - m) / (1.4826 * mad);
 }
 
-Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores, const JitterReport& j,
-               const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu,
-               const CommReport* comm) {
-  Verdict v;
-  const size_t nranks = model.ranks.size();
+
+void add_excess_evidence(Finding& f, const Excess& x, double step_ns) {
+  const double steps = x.last - x.first + 1;
+  f.evidence["z"] = std::min(x.z, kHuge);
+  f.evidence["noise_ms"] = ms(x.noise_ns);
+  f.evidence["own_noise_ms"] = ms(x.own_noise_ns);
+  f.evidence["own_shift_ms"] = ms(x.own_shift_ns);
+  f.evidence["lost_ms_per_step"] = ms(x.median_excess_ns);
+  f.evidence["mean_excess_ms"] = ms(x.mean_excess_ns);
+  f.evidence["lost_share_of_step"] = x.cost_share;
+  f.evidence["lost_ms_total"] = ms(x.mean_excess_ns * steps);
+  f.evidence["steps_affected"] = steps;
+  f.evidence["median_step_ms"] = ms(step_ns);
+}
+
+std::string excess_sentence(const Excess& x, double step_ns, int total_steps) {
+  const int steps = x.last - x.first + 1;
+  return fmt::format("the job loses {:.3f} ms per step ({:.1f} % of the {:.3f} ms step) in {} of {} steps, {:.1f} ms "
+                     "in all; z {:.1f} against a per-step noise of {:.3f} ms (the rank's own {:.3f} ms)",
+                     ms(x.median_excess_ns), 100 * x.cost_share, ms(step_ns), steps, total_steps,
+                     ms(x.mean_excess_ns * steps), std::min(x.z, kHuge), ms(x.noise_ns), ms(x.own_noise_ns));
+}
+
+namespace {
+
+double median_step_ns(const StepSet& steps) {
   std::vector<double> step_times;
   for (const auto& rs : steps.per_rank)
     for (int k = 0; k < steps.count(); ++k) step_times.push_back(double(rs[k].end_ns - rs[k].start_ns));
-  const double step_ns = median(step_times);
-  const double floor_ns = std::max(opt.min_impact_ns, opt.min_effect * step_ns);
+  return median(step_times);
+}
 
-  v.thresholds = {
-      {"robust_z", opt.robust_z,
-       "a rank stands out when (value - median) / (1.4826 * MAD) across ranks exceeds this (Iglewicz & Hoaglin)"},
-      {"min_excess_ms", ms(floor_ns),
-       fmt::format("and its excess is at least {:.0f} % of the median step time ({:.3f} ms) and {:.3f} ms",
-                   100 * opt.min_effect, ms(step_ns), ms(opt.min_impact_ns))},
-      {"min_consecutive_steps", double(opt.min_consecutive_steps),
-       "a transient finding needs this many consecutive outlier steps: one noisy step is ignored"},
-      {"min_consecutive_windows", double(opt.min_consecutive_windows),
+std::vector<Threshold> thresholds_of(const VerdictContext& c) {
+  const VerdictOptions& o = c.options;
+  std::vector<Threshold> t = {
+      {"z_crit", c.criteria.z_crit,
+       fmt::format("a rank's median excess over a run of steps must be this many standard errors above the per-step "
+                   "noise (robust: 1.4826 MAD across ranks and the rank's own steps); Bonferroni for {:g} false "
+                   "findings per run, at least {:g}",
+                   o.excess.false_alarm_rate, o.excess.min_z)},
+      {"min_cost_share", o.excess.min_cost_share,
+       fmt::format("and cost the job at least this share of the median step time ({:.3f} ms): every rank waits for "
+                   "the slowest (--min-cost)",
+                   ms(c.step_ns))},
+      {"min_excess_ms", ms(c.criteria.min_excess_ns),
+       fmt::format("the material excess per step: max(min_cost_share x step, {:.3f} ms)", ms(o.min_impact_ns))},
+      {"min_steps", double(c.excess.min_steps),
+       "a transient lasts at least this many consecutive steps (or 2 report windows): one noisy step is ignored"},
+      {"cusum_k_ms", ms(c.criteria.cusum_k_ns), "CUSUM allowance (half the material excess) that finds transient runs"},
+      {"min_consecutive_windows", double(o.min_consecutive_windows),
        "an individual-score finding needs this many consecutive report windows below the threshold"},
-      {"cause_share", opt.cause_share, "a cause is named only when it explains at least this share of the excess"},
-      {"relative_threshold", scores.options.relative_threshold, "NVRx relative section score below which a rank is slow"},
-      {"individual_threshold", scores.options.individual_threshold,
+      {"cause_share", o.cause_share, "a cause is named only when it explains at least this share of the excess"},
+      {"relative_threshold", c.scores.options.relative_threshold,
+       "NVRx relative section score below which a rank is slow"},
+      {"individual_threshold", c.scores.options.individual_threshold,
        "NVRx individual section score below which a rank is slower than its own best"},
   };
-  if (j.available)
-    v.thresholds.push_back({"divergence_ms", ms(j.divergence_threshold_ns),
-                            "time-to-kernel-end divergence that counts as a rank leaving the pack"});
+  if (c.jitter.available)
+    t.push_back({"divergence_ms", ms(c.jitter.divergence_threshold_ns),
+                 "time-to-kernel-end divergence that counts as a rank leaving the pack"});
+  return t;
+}
 
-  std::vector<bool> has_finding(nranks, false);
-  if (j.available && !j.matrix.empty()) {
-    const int nsteps = static_cast<int>(j.matrix.size());
-    // Per step, use arrival at the collective when ranks have one, else time to kernel end.
-    std::vector<bool> arrival_step(nsteps);
-    std::vector<std::vector<double>> excess(nsteps, std::vector<double>(nranks, 0));
-    std::vector<std::vector<bool>> present(nsteps, std::vector<bool>(nranks, false));
-    int arrival_steps = 0;
-    for (int k = 0; k < nsteps; ++k) {
-      int with = 0, pres = 0;
-      for (size_t r = 0; r < nranks; ++r) {
-        pres += j.matrix[k][r].present;
-        with += j.matrix[k][r].arrival_ns >= 0;
-      }
-      arrival_step[k] = with >= 2 && with == pres;
-      arrival_steps += arrival_step[k];
-      for (size_t r = 0; r < nranks; ++r) {
-        const RankStepJitter& c = j.matrix[k][r];
-        present[k][r] = c.present;
-        excess[k][r] = arrival_step[k] ? c.arrival_excess_ns : c.end_divergence_ns;
-      }
+// Per step, a rank's lateness: its arrival at the collective when every rank has one, else
+// its time-to-kernel-end divergence. use_arrival: most steps have collectives.
+Signal lateness_signal(const JitterReport& j, size_t nranks, bool* use_arrival) {
+  Signal s;
+  int arrival_steps = 0;
+  for (const auto& row : j.matrix) {
+    int with = 0, present = 0;
+    for (const RankStepJitter& c : row) {
+      present += c.present;
+      with += c.arrival_ns >= 0;
     }
-    const bool use_arrival = arrival_steps * 2 >= nsteps;
-
-    // Persistent: the rank's median excess over all steps stands out across ranks.
-    std::vector<double> per_rank(nranks, 0);
-    std::vector<int> all_rows;
-    for (int k = 0; k < nsteps; ++k) all_rows.push_back(k);
-    for (size_t r = 0; r < nranks; ++r) {
-      std::vector<double> xs;
-      for (int k = 0; k < nsteps; ++k)
-        if (present[k][r]) xs.push_back(excess[k][r]);
-      per_rank[r] = median(xs);
-    }
-    for (size_t r = 0; r < nranks; ++r) {
-      double z = robust_z(per_rank[r], per_rank);
-      if (z <= opt.robust_z || per_rank[r] < floor_ns) continue;
-      Decomposition d = decompose(j, r, all_rows, use_arrival, opt.cause_share);
-      const RankJitter& rj = j.ranks[r];
-      Finding f = finding_of(d, rj, "persistent");
-      std::string lead = use_arrival
-                             ? fmt::format("arrives {:.3f} ms after the median rank at the step's collective (last at "
-                                           "{:.0f} % of steps)",
-                                           ms(d.excess), 100 * rj.last_arrival_share)
-                             : fmt::format("finishes its step's GPU work {:.3f} ms after the median rank", ms(d.excess));
-      f.summary = fmt::format("rank {} (host {}, GPU {}) {}, {:.0f} % of the median step time; {}", f.rank,
-                              f.host, f.device, lead, step_ns > 0 ? 100 * d.excess / step_ns : 0.0,
-                              explain(d, rj, j, b, r));
-      f.evidence["robust_z"] = std::min(z, kHuge);
-      v.findings.push_back(f);
-      has_finding[r] = true;
-    }
-
-    // Transient: runs of consecutive outlier steps on a rank without a persistent finding.
-    for (size_t r = 0; r < nranks; ++r) {
-      if (has_finding[r]) continue;
-      std::vector<bool> flagged(nsteps, false);
-      for (int k = 0; k < nsteps; ++k) {
-        if (!present[k][r]) continue;
-        std::vector<double> xs;
-        for (size_t q = 0; q < nranks; ++q)
-          if (present[k][q]) xs.push_back(excess[k][q]);
-        flagged[k] = robust_z(excess[k][r], xs) > opt.robust_z && excess[k][r] >= floor_ns;
-      }
-      for (int k = 0; k < nsteps;) {
-        if (!flagged[k]) { ++k; continue; }
-        int end = k;
-        while (end + 1 < nsteps && flagged[end + 1]) ++end;
-        if (end - k + 1 >= opt.min_consecutive_steps) {
-          std::vector<int> rows;
-          for (int q = k; q <= end; ++q) rows.push_back(q);
-          Decomposition d = decompose(j, r, rows, use_arrival, opt.cause_share);
-          const RankJitter& rj = j.ranks[r];
-          Finding f = finding_of(d, rj, "transient");
-          f.first_step = j.steps[k].step;
-          f.last_step = j.steps[end].step;
-          f.summary = fmt::format("rank {} (host {}, GPU {}) is {:.3f} ms late in steps {}-{} only ({} of {} steps); {}",
-                                  f.rank, f.host, f.device, ms(d.excess), f.first_step, f.last_step, end - k + 1,
-                                  nsteps, explain(d, rj, j, b, r));
-          f.evidence["steps"] = end - k + 1;
-          v.findings.push_back(f);
-          has_finding[r] = true;
-        }
-        k = end + 1;
-      }
-    }
+    const bool arrival = with >= 2 && with == present;
+    arrival_steps += arrival;
+    std::vector<double> xs(nranks, std::nan(""));
+    for (size_t r = 0; r < nranks && r < row.size(); ++r)
+      if (row[r].present) xs[r] = arrival ? row[r].arrival_excess_ns : row[r].end_divergence_ns;
+    s.ns.push_back(std::move(xs));
   }
+  *use_arrival = arrival_steps * 2 >= static_cast<int>(j.matrix.size());
+  return s;
+}
 
-  // NVRx GPU scores (from the per-window kernel statistics, so also without per-kernel
-  // records): kernels slower than on the fastest rank.
-  for (const Straggler& s : scores.stragglers) {
+Finding lateness_finding(const VerdictContext& c, const Excess& x, bool use_arrival) {
+  const JitterReport& j = c.jitter;
+  std::vector<int> rows;
+  for (int k = x.first; k <= x.last; ++k) rows.push_back(k);
+  Decomposition d = decompose(j, x.rank, rows, use_arrival, c.options.cause_share);
+  const RankJitter& rj = j.ranks[x.rank];
+  Finding f = finding_of(d, rj, x.whole_run ? "persistent" : "transient");
+  f.impact_ns = x.median_excess_ns;
+  f.steps_affected = x.last - x.first + 1;
+  add_excess_evidence(f, x, c.step_ns);
+  const std::string loss = excess_sentence(x, c.step_ns, static_cast<int>(j.matrix.size()));
+  const std::string why = explain(d, rj, j, c.breakdown, x.rank);
+  if (!x.whole_run) {
+    f.first_step = j.steps[x.first].step;
+    f.last_step = j.steps[x.last].step;
+    f.summary = fmt::format("rank {} (host {}, GPU {}) is {:.3f} ms late in steps {}-{} only; {}; {}", f.rank, f.host,
+                            f.device, ms(x.median_excess_ns), f.first_step, f.last_step, loss, why);
+    return f;
+  }
+  const std::string lead =
+      use_arrival ? fmt::format("arrives {:.3f} ms after the median rank at the step's collective (last at {:.0f} % of "
+                                "steps)",
+                                ms(x.median_excess_ns), 100 * rj.last_arrival_share)
+                  : fmt::format("finishes its step's GPU work {:.3f} ms after the median rank", ms(x.median_excess_ns));
+  f.summary = fmt::format("rank {} (host {}, GPU {}) {}; {}; {}", f.rank, f.host, f.device, lead, loss, why);
+  return f;
+}
+
+// Lateness at the step's collective (or TTKE divergence), from the per-kernel GPU records.
+void add_lateness_findings(const VerdictContext& c, FindingSet& out) {
+  if (!c.jitter.available || c.jitter.matrix.empty()) return;
+  bool use_arrival = false;
+  const Signal s = lateness_signal(c.jitter, c.model.ranks.size(), &use_arrival);
+  std::vector<double> starts;  // for the 2-window rule, when the rows are the step set's
+  if (!c.steps.per_rank.empty() && static_cast<int>(s.ns.size()) == c.steps.count())
+    for (int k = 0; k < c.steps.count(); ++k) starts.push_back(double(c.steps.per_rank[0][k].start_ns));
+  for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.excess, starts))
+    if (x.rank < c.jitter.ranks.size()) out.add(lateness_finding(c, x, use_arrival), x.rank);
+}
+
+// NVRx GPU scores (from the per-window kernel statistics, so also without per-kernel
+// records): kernels slower than on the fastest rank.
+void add_gpu_score_findings(const VerdictContext& c, FindingSet& out) {
+  const size_t nranks = c.model.ranks.size();
+  for (const Straggler& s : c.scores.stragglers) {
     if (s.scope != "gpu") continue;
-    const size_t r = rank_index(model, s.rank);
+    const size_t r = rank_index(c.model, s.rank);
     if (r == nranks) continue;
-    if (has_finding[r]) {
-      for (Finding& f : v.findings)
+    if (out.has[r]) {
+      for (Finding& f : out.findings)
         if (f.rank == s.rank) f.evidence["gpu_" + s.metric + "_score" + (s.section.empty() ? "" : "_" + s.section)] = s.score;
       continue;
     }
-    if (s.metric == "individual" && longest_run(s.windows) < opt.min_consecutive_windows) continue;
+    if (s.metric == "individual" && longest_run(s.windows) < c.options.min_consecutive_windows) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
@@ -334,13 +345,14 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
     f.section = s.section;
     // Extra kernel time per step: its kernel time there, times the share it would save at the
     // reference speed.
-    if (gpu && r < gpu->ranks.size()) {
-      const RankGpu& g = gpu->ranks[r];
+    if (c.gpu && r < c.gpu->ranks.size()) {
+      const RankGpu& g = c.gpu->ranks[r];
       auto it = g.sections.find(s.section);
       double kernel_ns = s.section.empty() ? double(g.score.kernel_ns)
                          : it != g.sections.end() ? double(it->second.kernel_ns)
                                                   : 0.0;
-      f.impact_ns = kernel_ns * (1 - s.score) / std::max(1, steps.count());
+      f.impact_ns = kernel_ns * (1 - s.score) / std::max(1, c.steps.count());
+      if (c.step_ns > 0 && f.impact_ns < c.criteria.min_excess_ns) continue;  // not material to the job
     }
     f.evidence["gpu_" + s.metric + "_score"] = s.score;
     const std::string where = s.section.empty() ? "its kernels" : "its kernels in " + s.section;
@@ -351,27 +363,60 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
                     : fmt::format("rank {} (host {}): {} became {:.2f}x slower than their own best in {} report "
                                   "windows (NVRx GPU individual score {:.2f})",
                                   s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(), s.score);
-    v.findings.push_back(f);
-    has_finding[r] = true;
+    out.add(std::move(f), r);
   }
+}
 
-  // NVTX section scores (CPU time), for ranks the GPU analysis did not already explain.
-  for (const Straggler& s : scores.stragglers) {
+// Cause of an NVRx section finding: does its extra CPU time match extra GPU compute launched from it?
+std::string nvrx_section_cause(const VerdictContext& c, size_t r, const std::string& section, double impact,
+                               Finding& f) {
+  if (!c.breakdown.available) {
+    f.cause = Cause::unknown;
+    return "CPU time only: no GPU records to tell GPU work from host work";
+  }
+  double compute = 0;
+  if (c.jitter.available) {
+    std::vector<double> xs;
+    for (const auto& row : c.jitter.matrix)
+      if (row[r].present) {
+        auto it = row[r].duration_excess_by_section.find(section);
+        xs.push_back(it == row[r].duration_excess_by_section.end() ? 0 : it->second);
+      }
+    compute = median(xs);
+  }
+  f.cause_share = impact > 0 ? std::clamp(compute / impact, 0.0, 1.0) : 0;
+  f.cause = f.cause_share >= c.options.cause_share ? Cause::gpu_compute : Cause::host;
+  std::string text = f.cause == Cause::gpu_compute
+                         ? fmt::format("{:.0f} % of it is GPU compute launched from this section", 100 * f.cause_share)
+                         : fmt::format("its GPU kernels explain only {:.0f} % of it: host/CPU time", 100 * f.cause_share);
+  if (f.cause == Cause::host) f.cause_share = 1 - f.cause_share;
+  return text;
+}
+
+// Per-step evidence needs steps and three ranks to tell which one is slow.
+bool per_step_evidence(const VerdictContext& c) { return !c.sections.empty() && c.model.ranks.size() >= 3; }
+
+// NVTX section scores (CPU time), for ranks the per-step evidence could not judge.
+void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
+  const size_t nranks = c.model.ranks.size();
+  const bool judged = per_step_evidence(c);
+  for (const Straggler& s : c.scores.stragglers) {
     if (s.scope != "section") continue;
-    const size_t r = rank_index(model, s.rank);
+    const size_t r = rank_index(c.model, s.rank);
     if (r == nranks) continue;
-    if (has_finding[r]) {
-      for (Finding& f : v.findings)
+    if (out.has[r] || judged) {
+      for (Finding& f : out.findings)
         if (f.rank == s.rank) f.evidence["nvtx_" + s.metric + "_score_" + s.section] = s.score;
       continue;
     }
     // Hysteresis: the rank must stay below its own best for consecutive windows.
-    if (s.metric == "individual" && longest_run(s.windows) < opt.min_consecutive_windows) continue;
-    const RankScores& rs = scores.ranks[r];
+    if (s.metric == "individual" && longest_run(s.windows) < c.options.min_consecutive_windows) continue;
+    const RankScores& rs = c.scores.ranks[r];
     auto it = rs.sections.find(s.section);
     if (it == rs.sections.end()) continue;
     const double median_ns = it->second.median_ns;
-    const double impact = s.metric == "relative" ? median_ns * (1 - s.score) : median_ns * (1 - s.score);
+    const double impact = median_ns * (1 - s.score);
+    if (c.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;  // not material to the job
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
@@ -380,29 +425,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
     f.impact_ns = impact;
     f.evidence["nvtx_" + s.metric + "_score"] = s.score;
     f.evidence["section_median_ms"] = ms(median_ns);
-    std::string cause_text;
-    if (!b.available) {
-      f.cause = Cause::unknown;
-      cause_text = "CPU time only: no GPU records to tell GPU work from host work";
-    } else {
-      // Does the section's extra CPU time match extra GPU compute launched from it?
-      double compute = 0;
-      if (j.available) {
-        std::vector<double> xs;
-        for (const auto& row : j.matrix)
-          if (row[r].present) {
-            auto c = row[r].duration_excess_by_section.find(s.section);
-            xs.push_back(c == row[r].duration_excess_by_section.end() ? 0 : c->second);
-          }
-        compute = median(xs);
-      }
-      f.cause_share = impact > 0 ? std::clamp(compute / impact, 0.0, 1.0) : 0;
-      f.cause = f.cause_share >= opt.cause_share ? Cause::gpu_compute : Cause::host;
-      cause_text = f.cause == Cause::gpu_compute
-                       ? fmt::format("{:.0f} % of it is GPU compute launched from this section", 100 * f.cause_share)
-                       : fmt::format("its GPU kernels explain only {:.0f} % of it: host/CPU time", 100 * f.cause_share);
-      if (f.cause == Cause::host) f.cause_share = 1 - f.cause_share;
-    }
+    const std::string cause_text = nvrx_section_cause(c, r, s.section, impact, f);
     f.summary = s.metric == "relative"
                     ? fmt::format("rank {} (host {}) section {} is {:.2f}x slower than the fastest rank (CPU time, "
                                   "NVRx relative score {:.2f}); {}",
@@ -411,17 +434,20 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
                                   "windows (NVRx individual score {:.2f}); {}",
                                   s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
                                   s.score, cause_text);
-    v.findings.push_back(f);
-    has_finding[r] = true;
+    out.add(std::move(f), r);
   }
+}
 
-  // NCCL: ranks that arrive last at a communicator's collectives persistently. Joined to the
-  // rank's finding when there is one (it usually says why), else a finding of its own.
-  for (const Straggler& s : scores.stragglers) {
-    if (s.scope != "comm" || !comm) continue;
-    const size_t r = rank_index(model, s.rank);
-    if (r == nranks || r >= comm->ranks.size()) continue;
-    const CommRankStats& cr = comm->ranks[r];
+// NCCL: ranks that arrive last at a communicator's collectives persistently. Joined to the
+// rank's finding when there is one (it usually says why), else a finding of its own.
+void add_comm_findings(const VerdictContext& c, FindingSet& out) {
+  const size_t nranks = c.model.ranks.size();
+  const JitterReport& j = c.jitter;
+  for (const Straggler& s : c.scores.stragglers) {
+    if (s.scope != "comm" || !c.comm) continue;
+    const size_t r = rank_index(c.model, s.rank);
+    if (r == nranks || r >= c.comm->ranks.size()) continue;
+    const CommRankStats& cr = c.comm->ranks[r];
     const double share = 1 - s.score;
     // Per collective, not per step: steps found from collectives alone can be rough.
     const double per_op = cr.collectives ? cr.blame_ns / double(cr.collectives) : 0;
@@ -429,8 +455,8 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
                                      "waited {:.3f} ms for it in all ({:.3f} ms per collective)",
                                      100 * share, s.section.rfind("comm ", 0) == 0 ? s.section.substr(5) : s.section,
                                      ms(cr.blame_ns), ms(per_op));
-    if (has_finding[r]) {
-      for (Finding& f : v.findings)
+    if (out.has[r]) {
+      for (Finding& f : out.findings)
         if (f.rank == s.rank) {
           if (!f.evidence.count("comm_last_share")) f.summary += "; NCCL: " + clause;
           f.evidence["comm_last_share"] = share;
@@ -438,6 +464,8 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
         }
       continue;
     }
+    // What the others waited per collective must be material to the job, as for every finding.
+    if (c.step_ns > 0 && per_op < c.criteria.min_excess_ns) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
@@ -451,25 +479,58 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
     if (j.available && !j.matrix.empty()) {
       std::vector<int> rows;
       for (int k = 0; k < static_cast<int>(j.matrix.size()); ++k) rows.push_back(k);
-      Decomposition d = decompose(j, r, rows, true, opt.cause_share);
+      Decomposition d = decompose(j, r, rows, true, c.options.cause_share);
       f.cause = d.cause;
       f.cause_share = d.share;
       f.section = d.section;
       fill_evidence(f, d, j.ranks[r]);
-      why = explain(d, j.ranks[r], j, b, r);
+      why = explain(d, j.ranks[r], j, c.breakdown, r);
     }
     f.summary = fmt::format("rank {} (host {}): {}; {}", f.rank, f.host, clause, why);
-    v.findings.push_back(f);
-    has_finding[r] = true;
+    out.add(std::move(f), r);
   }
+}
 
-  std::stable_sort(v.findings.begin(), v.findings.end(), [&](const Finding& a, const Finding& b) {
+// Most lost time first: the loss per affected step times the steps affected.
+void rank_by_cost(std::vector<Finding>& findings, int nsteps) {
+  std::stable_sort(findings.begin(), findings.end(), [&](const Finding& a, const Finding& b) {
     auto weight = [&](const Finding& f) {
-      double steps_hit = f.first_step >= 0 ? f.last_step - f.first_step + 1 : std::max(1, steps.count());
+      const double steps_hit = f.steps_affected > 0 ? f.steps_affected
+                               : f.first_step >= 0 ? f.last_step - f.first_step + 1
+                                                   : std::max(1, nsteps);
       return f.impact_ns * steps_hit;
     };
     return weight(a) > weight(b);
   });
+}
+
+}  // namespace
+
+Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores, const JitterReport& j,
+               const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu,
+               const CommReport* comm) {
+  VerdictContext c{model, steps, scores, j, b, opt, gpu, comm};
+  c.step_ns = median_step_ns(steps);
+  c.sections = section_signals(model, steps);
+  c.excess = opt.excess;
+  if (c.excess.window_ns <= 0) c.excess.window_ns = scores.window_s * 1e9;
+  const double tests = double(model.ranks.size()) * double(c.sections.size() + 1) * std::max(1, steps.count());
+  c.criteria = excess_criteria(c.excess, c.step_ns, tests);
+  c.criteria.min_excess_ns = std::max(c.criteria.min_excess_ns, opt.min_impact_ns);
+  c.criteria.cusum_k_ns = 0.5 * c.criteria.min_excess_ns;
+
+  FindingSet out;
+  out.has.assign(model.ranks.size(), false);
+  add_lateness_findings(c, out);
+  if (model.ranks.size() >= 3) add_section_findings(c, out);
+  add_gpu_score_findings(c, out);
+  add_nvrx_section_findings(c, out);
+  add_comm_findings(c, out);
+  rank_by_cost(out.findings, steps.count());
+
+  Verdict v;
+  v.findings = std::move(out.findings);
+  v.thresholds = thresholds_of(c);
   return v;
 }
 

@@ -1,14 +1,14 @@
 // The verdict: a ranked list of findings, each naming a rank (and host, GPU), where it shows
-// (section, steps), the cause, and the numbers behind it. Causes: GPU compute, host/CPU,
-// communication, memory copies, unknown.
+// (section, steps), the cause, how sure it is, and what the job lost.
 //
-// Robust statistics throughout: a rank stands out when its value is far from the cross-rank
-// median in units of the median absolute deviation (robust z, Iglewicz & Hoaglin's 3.5) AND the
-// effect is large enough to matter (share of the step time, absolute floor), so near-identical
-// ranks with a tiny MAD are not flagged. Hysteresis: a transient finding needs at least
-// `min_consecutive_steps` consecutive flagged steps, and an individual-score (own history)
-// finding at least `min_consecutive_windows` consecutive report windows, so one noisy step or
-// window never produces or flips a verdict.
+// A finding is made when a rank's per-step excess in a signal (an NVTX section's CPU time per
+// step; with GPU records also its lateness at the step's collective) is statistically clear
+// (robust z against the noise measured in the run itself, see excess.h) AND material to the job:
+// in a synchronous job every rank waits for the slowest, so the excess costs the job its share
+// of the step time, which must reach `excess.min_cost_share` (default 2 %). Transients are runs
+// of >= `excess.min_steps` consecutive steps found by CUSUM. NVRx scores (0.75) still make the
+// NVRx-compatible straggler list and add evidence; they make findings of their own only for
+// ranks the per-step evidence could not judge (too few ranks, no steps).
 #pragma once
 
 #include <map>
@@ -17,6 +17,7 @@
 
 #include "breakdown.h"
 #include "comm_analysis.h"
+#include "excess.h"
 #include "gpu_scores.h"
 #include "jitter.h"
 #include "scores.h"
@@ -34,10 +35,11 @@ struct Finding {
   std::string host;
   int device = -1;
   Cause cause = Cause::unknown;
-  std::string kind;        // "persistent" | "transient" | "section"
+  std::string kind;        // "persistent" | "transient" | "section" (NVRx score only)
   std::string section;     // where it shows most; empty: the step as a whole
   int first_step = -1, last_step = -1;  // transient: affected steps (inclusive); else -1
-  double impact_ns = 0;    // median extra time per affected step (or per section run)
+  double impact_ns = 0;    // median extra time per affected step (or per section run): what the job lost per step
+  int steps_affected = 0;  // steps the loss applies to (0: unknown, e.g. NVRx-score findings)
   double cause_share = 0;  // fraction of impact_ns the cause explains
   std::string summary;     // one line with the evidence
   std::map<std::string, double> evidence;
@@ -50,12 +52,11 @@ struct Threshold {
 };
 
 struct VerdictOptions {
-  double robust_z = 3.5;
-  double min_effect = 0.05;         // of the median step time
-  double min_impact_ns = 20'000;    // absolute floor
-  int min_consecutive_steps = 2;
-  int min_consecutive_windows = 2;
+  ExcessOptions excess;             // statistics and materiality of per-step findings
+  double min_impact_ns = 20'000;    // absolute floor of a material excess
+  int min_consecutive_windows = 2;  // an NVRx individual-score finding needs this many windows
   double cause_share = 0.5;         // a cause must explain this much of the excess
+  double explained_by_children = 2.0 / 3;  // a section's finding moves to its sub-sections when they explain this much
 };
 
 struct Verdict {

@@ -3,8 +3,11 @@
 // with a registered string), with knobs to make one rank slow in one section.
 //
 //   laggard-demo [--steps N] [--step-ms MS] [--slow-rank R] [--slow-section NAME]
-//                [--slow-factor F] [--slow-steps A:B] [--crash-rank R --crash-step S]
-//                [--fork-child] [--handle-sigterm]
+//                [--slow-factor F] [--slow-steps A:B] [--slow SECTION:FACTOR[:A:B]]...
+//                [--jitter J] [--crash-rank R --crash-step S] [--fork-child] [--handle-sigterm]
+//
+// --slow (repeatable) slows one more section of --slow-rank by FACTOR, in steps [A, B) when given,
+// so one rank can be slow in several sections at once.
 //
 // --fork-child forks a child after the first step that uses NVTX and exits (as data-loader
 // workers do); --handle-sigterm installs the app's own SIGTERM handler, which ends the loop.
@@ -24,10 +27,19 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
+// One slowdown of the slow rank: a section (or its parent, or "step"), a factor, steps [from, to).
+struct Slowdown {
+  std::string section;
+  double factor = 1.5;
+  int from = 0, to = 1 << 30;
+};
+
 struct Options {
+  std::vector<Slowdown> slow;  // --slow entries
   int steps = 40;
   double step_ms = 25;
   int slow_rank = -1;
@@ -63,6 +75,15 @@ Options parse(int argc, char** argv) {
     else if (a == "--slow-factor") o.slow_factor = std::atof(next());
     else if (a == "--slow-steps") {
       if (std::sscanf(next(), "%d:%d", &o.slow_from, &o.slow_to) != 2) usage("--slow-steps wants A:B");
+    } else if (a == "--slow") {
+      std::string v = next();
+      Slowdown d;
+      const size_t colon = v.find(':');
+      if (colon == std::string::npos || colon == 0) usage("--slow wants SECTION:FACTOR[:A:B]");
+      d.section = v.substr(0, colon);
+      int n = std::sscanf(v.c_str() + colon + 1, "%lf:%d:%d", &d.factor, &d.from, &d.to);
+      if ((n != 1 && n != 3) || d.factor <= 0) usage("--slow wants SECTION:FACTOR[:A:B]");
+      o.slow.push_back(d);
     } else if (a == "--crash-rank") o.crash_rank = std::atoi(next());
     else if (a == "--crash-step") o.crash_step = std::atoi(next());
     else if (a == "--jitter") o.jitter = std::atof(next());
@@ -71,6 +92,8 @@ Options parse(int argc, char** argv) {
     else usage(("unknown option " + a).c_str());
   }
   if (o.steps <= 0 || o.step_ms <= 0 || o.slow_factor <= 0) usage("steps, step-ms and slow-factor must be > 0");
+  if (o.slow.empty() || !o.slow_section.empty())
+    o.slow.push_back({o.slow_section, o.slow_factor, o.slow_from, o.slow_to});
   return o;
 }
 
@@ -82,11 +105,13 @@ class Worker {
   // (naming a parent section, e.g. "forward" or "step", slows everything inside it).
   void work(const char* section, double share, int step, const char* parent = "step") {
     double ms = o_.step_ms * share;
-    const std::string& s = o_.slow_section;
-    bool slow = rank_ == o_.slow_rank && step >= o_.slow_from && step < o_.slow_to &&
-                (s.empty() || s == section || s == std::string("demo:") + section || s == parent ||
-                 s == "step");
-    if (slow) ms *= o_.slow_factor;
+    for (const Slowdown& d : o_.slow) {
+      const std::string& s = d.section;
+      bool slow = rank_ == o_.slow_rank && step >= d.from && step < d.to &&
+                  (s.empty() || s == section || s == std::string("demo:") + section || s == parent ||
+                  s == "step");
+      if (slow) ms *= d.factor;
+    }
     std::uniform_real_distribution<double> j(1 - o_.jitter, 1 + o_.jitter);
     ms *= j(rng_);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));

@@ -51,7 +51,7 @@ RunModel make_run(const Spec& spec) {
   m.dir = "synthetic";
   m.run_id = "synthetic";
   m.world_size = spec.ranks;
-  std::mt19937_64 rng(42);
+  std::mt19937_64 rng(spec.seed);
   std::uniform_real_distribution<double> noise(1 - spec.jitter, 1 + spec.jitter);
   auto jit = [&](int64_t ns) { return static_cast<int64_t>(double(ns) * noise(rng)); };
 
@@ -85,6 +85,10 @@ RunModel make_run(const Spec& spec) {
             factor *= f.factor;
         }
         host[r] += jit(spec.host_gap_ns) + extra;
+        if (!spec.gpu) {  // CPU-only: the section's work is the host's
+          host[r] += static_cast<int64_t>(double(jit(k.dur_ns)) * factor);
+          continue;
+        }
         GpuActivity a;
         a.kind = k.kind;
         a.name = m.strings.intern(k.name);
@@ -112,6 +116,11 @@ RunModel make_run(const Spec& spec) {
         range.end = host[r];
         s.ranges.push_back(range);
       }
+      if (!spec.gpu) {
+        s.ranges.push_back({"step", "", step_start[r], host[r]});
+        host[r] += jit(spec.step_gap_ns);
+        continue;
+      }
       // The all-reduce: launched after the optimizer, on the same stream.
       for (const Fault& f : spec.faults)
         if (f.kind == Fault::Kind::late_collective && applies(f, r, step, "")) host[r] += f.extra_ns;
@@ -121,6 +130,7 @@ RunModel make_run(const Spec& spec) {
       for (const Fault& f : spec.faults)
         if (f.kind == Fault::Kind::late_collective_device && applies(f, r, step, "")) arrival[r] += f.extra_ns;
     }
+    if (!spec.gpu) continue;
     // Everyone's NCCL kernel runs until the last rank has arrived plus the transfer itself.
     const int64_t done = *std::max_element(arrival.begin(), arrival.end()) + spec.allreduce_ns;
     for (int r = 0; r < spec.ranks; ++r) {
@@ -178,7 +188,7 @@ RunModel make_run(const Spec& spec) {
       w.index = static_cast<uint64_t>(i);
       w.start_ns = t;
       w.end_ns = t + window_ns;
-      w.gpu_sampled = true;
+      w.gpu_sampled = spec.gpu;
       std::map<std::pair<std::string, std::string>, SectionWindow> secs;
       for (const HostRange& h : sim[r].ranges)
         if (h.end >= w.start_ns && h.end < w.end_ns) {

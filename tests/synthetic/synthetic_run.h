@@ -3,6 +3,7 @@
 // report::RunModel, with faults injected on purpose. Every number is deterministic.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,8 @@ struct KernelSpec {
 
 struct Fault {
   enum class Kind {
-    slow_gpu,        // rank's compute kernels take factor x longer (in `section`, or all if empty)
+    slow_gpu,        // rank's compute kernels take factor x longer (in `section`, or all if empty);
+                     // CPU-only runs: its host work there takes factor x longer
     host_bound,      // rank's host spends extra_ns before each launch (in `section`, or all)
     late_collective, // rank's host stalls extra_ns before launching the step's all-reduce
     late_collective_device,  // rank launches the all-reduce in time but it starts extra_ns late
@@ -44,6 +46,10 @@ struct Spec {
   int64_t step_gap_ns = 50'000;   // host work between steps (outside any section)
   double jitter = 0.01;           // +- relative noise on every duration
   double window_s = 0.05;         // capture window length (flush interval)
+  // false: a CPU-only run (NVTX only, no CUDA, no NCCL): each KernelSpec is host work of dur_ns
+  // in its section, and ranks do not wait for each other.
+  bool gpu = true;
+  uint64_t seed = 42;             // of the noise
   std::vector<KernelSpec> kernels = default_kernels();
   std::vector<Fault> faults;
 

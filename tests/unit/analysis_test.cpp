@@ -194,18 +194,18 @@ TEST(Analyses, LateCollectiveLaunchedInTimeIsCommunication) {
 
 TEST(Analyses, TransientSlowdownNamesItsSteps) {
   Spec spec;
-  spec.faults.push_back({Fault::Kind::slow_gpu, 3, 2.0, 0, "forward", 10, 13});
+  spec.faults.push_back({Fault::Kind::slow_gpu, 3, 2.0, 0, "forward", 10, 15});  // 5 steps
   Analysis a = analyze(spec);
   ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
   const Finding& f = a.verdict.findings[0];
   EXPECT_EQ(f.rank, 3);
   EXPECT_EQ(f.kind, "transient");
   EXPECT_EQ(f.first_step, 10);
-  EXPECT_EQ(f.last_step, 12);
+  EXPECT_EQ(f.last_step, 14);
   EXPECT_EQ(f.section, "forward");
   EXPECT_EQ(f.cause, Cause::gpu_compute) << f.summary;
   for (const StepJitter& s : a.jitter.steps) {
-    if (s.step >= 10 && s.step < 13) {
+    if (s.step >= 10 && s.step < 15) {
       EXPECT_EQ(s.worst_rank, 3);
       EXPECT_GT(s.worst_divergence_ns, a.jitter.divergence_threshold_ns);
       EXPECT_GE(s.first_diverging_slot, 0);

@@ -1,0 +1,51 @@
+#include "section_steps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace laggard::report {
+namespace {
+
+// Row of the step whose [start, end] holds t, or -1.
+int step_row(const std::vector<Step>& steps, int rows, int64_t t) {
+  auto it = std::upper_bound(steps.begin(), steps.begin() + rows, t,
+                             [](int64_t v, const Step& s) { return v < s.start_ns; });
+  if (it == steps.begin()) return -1;
+  --it;
+  return t <= it->end_ns ? static_cast<int>(it - steps.begin()) : -1;
+}
+
+}  // namespace
+
+std::vector<Signal> section_signals(const RunModel& model, const StepSet& steps) {
+  const int rows = steps.count();
+  const size_t nranks = model.ranks.size();
+  std::map<std::string, Signal> by_name;
+  if (rows <= 0 || steps.per_rank.size() != nranks) return {};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t r = 0; r < nranks; ++r) {
+    const std::vector<Step>& rank_steps = steps.per_rank[r];
+    for (const CaptureWindow& w : model.ranks[r].windows)
+      for (const SectionWindow& sw : w.sections) {
+        Signal& s = by_name[sw.name];
+        if (s.ns.empty()) {
+          s.name = sw.name;
+          s.parent = sw.parent;
+          s.ns.assign(rows, std::vector<double>(nranks, nan));
+        }
+        if (std::isnan(s.ns[0][r]))
+          for (auto& row : s.ns) row[r] = 0;  // the rank runs it: steps without it spent 0
+        for (const Occurrence& o : sw.occurrences) {
+          const int k = step_row(rank_steps, rows, o.start_ns + o.dur_ns);
+          if (k >= 0) s.ns[k][r] += double(o.dur_ns) * std::max(1.0, o.weight);
+        }
+      }
+  }
+  std::vector<Signal> out;
+  for (auto& [name, s] : by_name) out.push_back(std::move(s));
+  return out;
+}
+
+}  // namespace laggard::report

@@ -1,0 +1,44 @@
+// Inside the verdict (not an API): what every step of `decide` reads, and the findings so far.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "excess.h"
+#include "verdict.h"
+
+namespace laggard::report {
+
+struct VerdictContext {
+  const RunModel& model;
+  const StepSet& steps;
+  const ScoreReport& scores;
+  const JitterReport& jitter;
+  const BreakdownReport& breakdown;
+  const VerdictOptions& options;
+  const GpuScoreReport* gpu;
+  const CommReport* comm;
+  double step_ns = 0;               // median step time over ranks and steps
+  std::vector<Signal> sections;     // NVTX CPU time per step (section_steps.h)
+  ExcessCriteria criteria;          // for every per-step signal of this run
+  ExcessOptions excess;             // options.excess, with the report window filled in
+};
+
+struct FindingSet {
+  std::vector<Finding> findings;
+  std::vector<bool> has;  // per rank index: some finding names it
+  void add(Finding f, size_t r) {
+    findings.push_back(std::move(f));
+    if (r < has.size()) has[r] = true;
+  }
+};
+
+// The confidence and loss of a per-step finding, as evidence and as a sentence.
+void add_excess_evidence(Finding& f, const Excess& x, double step_ns);
+std::string excess_sentence(const Excess& x, double step_ns, int total_steps);
+
+// NVTX sections' per-step CPU time (verdict_sections.cpp). A finding on a rank that already
+// has an overlapping one (from its lateness at the collective) joins it as evidence.
+void add_section_findings(const VerdictContext& c, FindingSet& out);
+
+}  // namespace laggard::report

@@ -1,0 +1,268 @@
+// The evidence-based verdict (issue 13, issue 10 item 10): every fault of the issue's table,
+// reproduced on a CPU-only synthetic stand-in for its training loop, is found with its exact
+// rank, section and step range; healthy runs stay clean; the excess statistics on their own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "analyses.h"
+#include "excess.h"
+#include "scores.h"
+#include "section_steps.h"
+#include "synthetic_run.h"
+#include "verdict.h"
+
+namespace laggard::report {
+namespace {
+
+using synth::Fault;
+using synth::Spec;
+
+// The issue's loop: train_step ~15.5 ms = data_load 1 + forward 4 + backward 8 + optimizer 2
+// (+ launch gaps), 4 ranks, 40 steps, +-2 % noise on every piece of work, no GPU.
+Spec issue13_spec(uint64_t seed = 42) {
+  Spec s;
+  s.gpu = false;
+  s.ranks = 4;
+  s.steps = 40;
+  s.jitter = 0.02;
+  s.seed = seed;
+  s.step_gap_ns = 300'000;
+  s.window_s = 0.1;
+  s.kernels = {{"load", "data_load", 1'000'000},
+               {"fwd", "forward", 4'000'000},
+               {"bwd", "backward", 8'000'000},
+               {"opt", "optimizer", 2'000'000}};
+  return s;
+}
+
+Fault slow(int rank, const std::string& section, double factor, int first = 0, int last = 1 << 30) {
+  return {Fault::Kind::slow_gpu, rank, factor, 0, section, first, last};
+}
+
+Verdict verdict_of(const Spec& spec) {
+  RunModel m = synth::make_run(spec);
+  ScoreReport sc = compute_scores(m, {});
+  return run_analyses(m, sc, {}).verdict;
+}
+
+std::string dump(const Verdict& v) {
+  std::string s;
+  for (const Finding& f : v.findings) s += f.kind + " | " + f.summary + "\n";
+  return s;
+}
+
+void expect_one(const Verdict& v, int rank, const std::string& section, int first = -1, int last = -1,
+                double min_share = 0.02) {
+  ASSERT_EQ(v.findings.size(), 1u) << dump(v);
+  const Finding& f = v.findings[0];
+  EXPECT_EQ(f.rank, rank) << dump(v);
+  EXPECT_EQ(f.section, section) << dump(v);
+  EXPECT_EQ(f.first_step, first) << dump(v);
+  EXPECT_EQ(f.last_step, last) << dump(v);
+  EXPECT_EQ(f.kind, first < 0 ? "persistent" : "transient");
+  // How sure, and what it cost.
+  EXPECT_GT(f.evidence.at("z"), 4.0);
+  EXPECT_GT(f.evidence.at("noise_ms"), 0);
+  EXPECT_GE(f.evidence.at("lost_share_of_step"), min_share);
+  EXPECT_EQ(f.steps_affected, first < 0 ? 40 : last - first + 1);
+  EXPECT_NE(f.summary.find("the job loses"), std::string::npos) << f.summary;
+  EXPECT_EQ(f.cause, Cause::unknown);  // CPU time only
+}
+
+TEST(Issue13, Backward110IsFound) {
+  Spec s = issue13_spec();
+  s.faults = {slow(2, "backward", 1.10)};
+  expect_one(verdict_of(s), 2, "backward");
+}
+
+TEST(Issue13, Backward125IsFound) {
+  Spec s = issue13_spec();
+  s.faults = {slow(1, "backward", 1.25)};
+  Verdict v = verdict_of(s);
+  expect_one(v, 1, "backward");
+  EXPECT_NEAR(v.findings[0].impact_ns, 2'000'000, 200'000);
+}
+
+TEST(Issue13, Forward13IsFound) {
+  Spec s = issue13_spec();
+  s.faults = {slow(3, "forward", 1.3)};
+  expect_one(verdict_of(s), 3, "forward");
+}
+
+TEST(Issue13, BackwardTwiceForSteps10To19) {
+  Spec s = issue13_spec();
+  s.faults = {slow(0, "backward", 2.0, 10, 20)};
+  expect_one(verdict_of(s), 0, "backward", 10, 19);
+}
+
+TEST(Issue13, DataLoadFiveTimesForSteps20To29) {
+  Spec s = issue13_spec();
+  s.faults = {slow(2, "data_load", 5.0, 20, 30)};
+  expect_one(verdict_of(s), 2, "data_load", 20, 29);
+}
+
+TEST(Issue13, ThreeSectionsOfOneRankAreEachFound) {
+  Spec s = issue13_spec();
+  s.faults = {slow(1, "backward", 2), slow(1, "data_load", 3), slow(1, "optimizer", 2)};
+  Verdict v = verdict_of(s);
+  ASSERT_EQ(v.findings.size(), 3u) << dump(v);
+  EXPECT_EQ(v.findings[0].section, "backward");  // 8 ms lost per step, then 2 and 2
+  std::set<std::string> sections;
+  for (const Finding& f : v.findings) {
+    EXPECT_EQ(f.rank, 1);
+    sections.insert(f.section);
+  }
+  EXPECT_EQ(sections, (std::set<std::string>{"backward", "data_load", "optimizer"}));
+}
+
+TEST(Issue10Item10, FirstThirdTwiceSlowerInBackwardReachesTheVerdict) {
+  Spec s = issue13_spec();
+  s.faults = {slow(3, "backward", 2.0, 0, 13)};
+  expect_one(verdict_of(s), 3, "backward", 0, 12);
+}
+
+TEST(Issue13, TheBiggerLossRanksFirst) {
+  // A 2 ms backward on one rank above a 0.5 ms data-loader blip of 10 steps on another.
+  Spec s = issue13_spec();
+  s.faults = {slow(2, "data_load", 1.5, 5, 15), slow(1, "backward", 1.25)};
+  Verdict v = verdict_of(s);
+  ASSERT_EQ(v.findings.size(), 2u) << dump(v);
+  EXPECT_EQ(v.findings[0].rank, 1);
+  EXPECT_EQ(v.findings[0].section, "backward");
+  EXPECT_EQ(v.findings[1].rank, 2);
+  EXPECT_EQ(v.findings[1].first_step, 5);
+  EXPECT_EQ(v.findings[1].last_step, 14);
+}
+
+TEST(Issue13, HealthyRunsAreClean) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Verdict v = verdict_of(issue13_spec(seed));
+    EXPECT_TRUE(v.findings.empty()) << "seed " << seed << "\n" << dump(v);
+  }
+}
+
+TEST(Issue13, ImmaterialSlowdownIsNotAFinding) {
+  // data_load x 1.2 on one rank: clear statistically (0.2 ms against ~0.02 ms noise) but 1.3 %
+  // of the step: below the 2 % default; found at a 1 % setting.
+  Spec s = issue13_spec();
+  s.faults = {slow(0, "data_load", 1.2)};
+  EXPECT_TRUE(verdict_of(s).findings.empty());
+  RunModel m = synth::make_run(s);
+  AnalysisOptions opt;
+  opt.verdict.excess.min_cost_share = 0.01;
+  Verdict v = run_analyses(m, compute_scores(m, {}), opt).verdict;
+  expect_one(v, 0, "data_load", -1, -1, 0.01);
+}
+
+TEST(Excess, SectionSignalsCutByStep) {
+  Spec s = issue13_spec();
+  RunModel m = synth::make_run(s);
+  std::vector<Signal> sig = section_signals(m, detect_steps(m, ""));
+  ASSERT_EQ(sig.size(), 5u);  // backward, data_load, forward, optimizer, step
+  for (const Signal& x : sig) {
+    ASSERT_EQ(x.ns.size(), 40u) << x.name;
+    if (x.name == "backward") { EXPECT_NEAR(x.ns[7][2], 8e6, 0.03 * 8e6); }
+    EXPECT_EQ(x.parent, x.name == "step" ? "" : "step");
+  }
+}
+
+Signal flat(int steps, int ranks, double value) {
+  Signal s;
+  s.name = "x";
+  s.ns.assign(steps, std::vector<double>(ranks, value));
+  for (int k = 0; k < steps; ++k)
+    for (int r = 0; r < ranks; ++r) s.ns[k][r] += 1000.0 * ((k * 7 + r * 13) % 11 - 5);  // +-5 us spread
+  return s;
+}
+
+TEST(Excess, CusumFindsTheExactRun) {
+  Signal s = flat(40, 8, 1e6);
+  for (int k = 12; k < 19; ++k) s.ns[k][5] += 100'000;  // 7 steps, 10 % of a 1 ms step
+  ExcessOptions o;
+  ExcessCriteria c = excess_criteria(o, 1e6, 8 * 40);
+  std::vector<Excess> xs = detect_excess(s, 1e6, c, o);
+  ASSERT_EQ(xs.size(), 1u);
+  EXPECT_EQ(xs[0].rank, 5u);
+  EXPECT_EQ(xs[0].first, 12);
+  EXPECT_EQ(xs[0].last, 18);
+  EXPECT_FALSE(xs[0].whole_run);
+  EXPECT_NEAR(xs[0].median_excess_ns, 100'000, 12'000);
+  EXPECT_NEAR(xs[0].cost_share, 0.1, 0.012);
+}
+
+TEST(Excess, ShortRunsAndImmaterialShiftsAreNot) {
+  Signal s = flat(40, 8, 1e6);
+  for (int k = 12; k < 16; ++k) s.ns[k][5] += 500'000;  // 4 steps: below min_steps
+  for (int k = 0; k < 40; ++k) s.ns[k][2] += 15'000;     // 1.5 % of the step: immaterial
+  ExcessOptions o;
+  ExcessCriteria c = excess_criteria(o, 1e6, 8 * 40);
+  EXPECT_TRUE(detect_excess(s, 1e6, c, o).empty());
+  // Two report windows' worth of time is enough for a shorter run.
+  o.window_ns = 1.5e6;
+  std::vector<double> starts;
+  for (int k = 0; k < 40; ++k) starts.push_back(1.0e6 * k);
+  std::vector<Excess> xs = detect_excess(s, 1e6, c, o, starts);
+  ASSERT_EQ(xs.size(), 1u);
+  EXPECT_EQ(xs[0].first, 12);
+  EXPECT_EQ(xs[0].last, 15);
+}
+
+TEST(Excess, CriticalZGrowsWithTheTests) {
+  ExcessOptions o;
+  EXPECT_DOUBLE_EQ(critical_z(o, 1), 4.0);  // floor
+  EXPECT_NEAR(critical_z(o, 1e5), 5.20, 0.01);  // one-sided p = 0.01 / 1e5
+  EXPECT_GT(critical_z(o, 1e7), critical_z(o, 1e5));
+}
+
+}  // namespace
+}  // namespace laggard::report
+
+#include "power_trial.h"
+
+namespace laggard::report {
+namespace {
+
+using synth::PowerOutcome;
+using synth::PowerTrial;
+
+// A fast slice of bench/detection-power: exact rank, section and steps; nothing else found.
+TEST(DetectionPower, FastSlice) {
+  struct Case {
+    bool gpu;
+    int ranks;
+    double factor;
+    std::string section;
+    int duration;
+  };
+  const Case cases[] = {{false, 4, 1.2, "backward", 0},   {false, 4, 1.2, "backward", 20},
+                        {false, 4, 1.5, "forward", 5},    {false, 64, 1.1, "backward", 0},
+                        {false, 64, 2.0, "data_load", 5}, {true, 8, 1.5, "backward", 0},
+                        {true, 8, 2.0, "forward", 5}};
+  for (const Case& c : cases)
+    for (uint64_t seed = 1; seed <= 2; ++seed) {
+      PowerTrial t{c.gpu, c.ranks, 40, 0.02, c.factor, c.section, c.duration, seed};
+      PowerOutcome o = synth::run_power_trial(t);
+      SCOPED_TRACE(::testing::Message() << (c.gpu ? "gpu " : "cpu ") << c.ranks << " ranks, " << c.section << " x"
+                                        << c.factor << ", " << c.duration << " steps, seed " << seed);
+      EXPECT_GE(o.cost_share, 0.05);
+      EXPECT_TRUE(o.found) << o.first_other;
+      EXPECT_TRUE(o.exact_steps);
+      EXPECT_EQ(o.other_findings, 0) << o.first_other;
+      EXPECT_EQ(o.misplaced, 0);
+    }
+}
+
+TEST(DetectionPower, HealthyRunsFindNothing) {
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    for (bool gpu : {false, true})
+      for (double noise : {0.0, 0.05}) {
+        PowerTrial t{gpu, 16, 40, noise, 1.0, "", 0, seed};
+        PowerOutcome o = synth::run_power_trial(t);
+        EXPECT_EQ(o.other_findings, 0) << o.first_other;
+      }
+}
+
+}  // namespace
+}  // namespace laggard::report
