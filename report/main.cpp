@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "import_command.h"
 #include "launcher.h"
 #include "report_command.h"
 #include "stacks.h"
@@ -135,6 +136,22 @@ int main(int argc, char** argv) {
   stacks_cmd->add_option("--format", stacks.format, "text or json")->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   stacks_cmd->add_flag("--no-lines", no_lines, "skip file:line lookup (addr2line)");
+  laggard::cli::ImportOptions imp;
+  auto* import_cmd = app.add_subcommand("import", "turn PyTorch profiler (Kineto) or Nsight Systems traces into a laggard run");
+  import_cmd->require_subcommand(1);
+  for (const char* format : {"kineto", "nsys"}) {
+    bool kineto = std::string(format) == "kineto";
+    auto* sub = import_cmd->add_subcommand(format, kineto ? "PyTorch profiler traces (.json, .json.gz; files or directories)"
+                                                          : "Nsight Systems SQLite exports (.sqlite), one per rank");
+    sub->add_option("inputs", imp.inputs, kineto ? "trace files or directories" : "SQLite files")->required();
+    sub->add_option("--out", imp.out, "run directory to write (then: laggard report RUN_DIR)")->required();
+    sub->add_option("--run-id", imp.run_id, "run id to write (default: the run directory's name)");
+    sub->add_option("--rank", imp.rank,
+                    kineto ? "rank of the one input file when it has no distributedInfo"
+                           : "rank of the one input file (default: from its name, e.g. rank3)")
+        ->check(CLI::Range(0, 1 << 20));
+    sub->callback([&imp, format] { imp.format = format; });
+  }
 
   // Split at the first "--" after "run" ourselves: CLI11 would otherwise reorder CMD's words.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -191,6 +208,7 @@ int main(int argc, char** argv) {
     stacks.symbolize = !no_lines;
     return laggard::cli::stacks_command(stacks, std::cout, std::cerr);
   }
+  if (*import_cmd) return laggard::cli::import_command(imp, std::cout, std::cerr);
   if (*diff_cmd) return laggard::cli::diff_command(diff, std::cout, std::cerr);
   if (*trace_cmd) {
     try {

@@ -1,0 +1,271 @@
+#include "import_nsys.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace laggard::report {
+namespace {
+
+// RAII over a read-only connection.
+class Db {
+ public:
+  explicit Db(const std::string& path) {
+    if (!std::filesystem::is_regular_file(path)) throw std::runtime_error("cannot open file");
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      throw std::runtime_error("not an SQLite database (" + why + ")");
+    }
+  }
+  ~Db() { sqlite3_close(db_); }
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  sqlite3* get() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class Stmt {
+ public:
+  Stmt(const Db& db, const std::string& sql) {
+    if (sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) {
+      std::string why = sqlite3_errmsg(db.get());
+      if (why.find("not a database") != std::string::npos) throw std::runtime_error("not an SQLite database (" + why + ")");
+      throw std::runtime_error("SQLite error: " + why);
+    }
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw std::runtime_error(std::string("SQLite error: ") + sqlite3_errstr(rc));
+  }
+  bool null(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+  int64_t i64(int i, int64_t fallback = 0) const { return null(i) ? fallback : sqlite3_column_int64(stmt_, i); }
+  std::string text(int i) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, i);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+std::set<std::string> tables_of(const Db& db) {
+  std::set<std::string> out;
+  Stmt s(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')");
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+std::set<std::string> columns_of(const Db& db, const std::string& table) {
+  std::set<std::string> out;
+  Stmt s(db, "SELECT name FROM pragma_table_info('" + table + "')");
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+// "SELECT a, b, NULL, ... FROM t": columns a version of nsys lacks read as NULL.
+std::string select(const Db& db, const std::string& table, const std::vector<std::string>& wanted,
+                   const std::string& tail = "") {
+  std::set<std::string> have = columns_of(db, table);
+  std::string sql = "SELECT ";
+  for (size_t i = 0; i < wanted.size(); ++i) sql += (i ? ", " : "") + (have.count(wanted[i]) ? wanted[i] : "NULL");
+  return sql + " FROM " + table + " " + tail;
+}
+
+// nsys serialises ids: PID = (globalTid >> 24) & 0xFFFFFF, TID = globalTid & 0xFFFFFF.
+uint32_t tid_of(int64_t global_tid) { return uint32_t(global_tid & 0xFFFFFF); }
+long pid_of(int64_t global_pid) { return long((global_pid >> 24) & 0xFFFFFF); }
+
+class Strings {
+ public:
+  Strings(const Db& db, bool present) {
+    if (!present) return;
+    Stmt s(db, "SELECT id, value FROM StringIds");
+    while (s.step()) by_id_[s.i64(0)] = s.text(1);
+  }
+  std::string at(int64_t id) const {
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? "" : it->second;
+  }
+
+ private:
+  std::unordered_map<int64_t, std::string> by_id_;
+};
+
+const char* kMemcpyNames[] = {"[memcpy]", "[memcpy HtoD]", "[memcpy DtoH]", "[memcpy HtoA]", "[memcpy AtoH]",
+                              "[memcpy AtoA]", "[memcpy AtoD]", "[memcpy DtoA]", "[memcpy DtoD]",
+                              "[memcpy HtoH]", "[memcpy PtoP]"};
+
+struct Reader {
+  const Db& db;
+  const std::set<std::string>& tables;
+  const Strings& strings;
+  ImportedRank& out;
+  int64_t epoch = 0;  // session start (epoch ns): nsys times are ns since it
+  std::unordered_map<int64_t, std::vector<size_t>> by_correlation;
+
+  void add(GpuActivity a, int64_t correlation, int64_t global_pid) {
+    a.start_ns += epoch;
+    a.end_ns += epoch;
+    a.correlation = uint32_t(correlation);
+    if (!out.pid && global_pid) out.pid = pid_of(global_pid);
+    by_correlation[correlation].push_back(out.gpu.size());
+    out.gpu.push_back(a);
+  }
+
+  void kernels() {
+    if (!tables.count("CUPTI_ACTIVITY_KIND_KERNEL")) return;
+    Stmt s(db, select(db, "CUPTI_ACTIVITY_KIND_KERNEL",
+                      {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "mangledName",
+                       "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+                       "graphNodeId"}));
+    while (s.step()) {
+      GpuActivity a;
+      a.kind = GpuKind::kernel;
+      std::string name;
+      for (int col : {6, 7, 8})  // mangled, as laggard's capture records it; the report demangles
+        if (name.empty() && !s.null(col)) name = strings.at(s.i64(col));
+      if (name.empty()) name = "(unnamed kernel)";
+      a.name = out.strings.intern(name);
+      a.start_ns = s.i64(0);
+      a.end_ns = s.i64(1);
+      a.device = int32_t(s.i64(2, -1));
+      a.stream = uint32_t(s.i64(3));
+      for (int d = 0; d < 3; ++d) {
+        a.grid[d] = uint32_t(s.i64(9 + d));
+        a.block[d] = uint32_t(s.i64(12 + d));
+      }
+      a.graph = !s.null(15) && s.i64(15) != 0;
+      a.nccl = name.find("ncclDev") != std::string::npos || name.find("ncclKernel") != std::string::npos;
+      add(a, s.i64(4), s.i64(5));
+    }
+  }
+
+  void memory(const std::string& table, GpuKind kind) {
+    if (!tables.count(table)) return;
+    Stmt s(db, select(db, table, {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
+                                  kind == GpuKind::memcpy ? "copyKind" : "NULL"}));
+    while (s.step()) {
+      GpuActivity a;
+      a.kind = kind;
+      int64_t copy = s.i64(7);
+      a.copy_kind = uint8_t(copy >= 0 && copy <= 10 ? copy : 0);
+      a.name = out.strings.intern(kind == GpuKind::memset ? "[memset]" : kMemcpyNames[a.copy_kind]);
+      a.start_ns = s.i64(0);
+      a.end_ns = s.i64(1);
+      a.device = int32_t(s.i64(2, -1));
+      a.stream = uint32_t(s.i64(3));
+      a.bytes = uint64_t(s.i64(6));
+      add(a, s.i64(4), s.i64(5));
+    }
+  }
+
+  void launches() {
+    if (!tables.count("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
+    Stmt s(db, select(db, "CUPTI_ACTIVITY_KIND_RUNTIME", {"start", "end", "globalTid", "correlationId"}));
+    while (s.step()) {
+      auto it = by_correlation.find(s.i64(3));
+      if (it == by_correlation.end()) continue;
+      for (size_t i : it->second) {
+        GpuActivity& a = out.gpu[i];
+        a.api_start_ns = s.i64(0) + epoch;
+        a.api_end_ns = s.i64(1) + epoch;
+        a.api_tid = tid_of(s.i64(2));
+      }
+    }
+  }
+
+  void nvtx_ranges() {
+    if (!tables.count("NVTX_EVENTS")) return;
+    // Push/pop (59) and start/end (60) ranges; marks and registrations have no end.
+    Stmt s(db, select(db, "NVTX_EVENTS", {"start", "end", "text", "textId", "globalTid", "eventType"},
+                      "WHERE end IS NOT NULL"));
+    while (s.step()) {
+      int64_t type = s.i64(5, 59);
+      if (type != 59 && type != 60) continue;
+      std::string name = s.null(2) ? strings.at(s.i64(3)) : s.text(2);
+      if (name.empty()) continue;
+      out.ranges.push_back({out.strings.intern(name), s.i64(0) + epoch, s.i64(1) + epoch, tid_of(s.i64(4))});
+    }
+  }
+};
+
+}  // namespace
+
+int rank_from_file_name(const std::string& path) {
+  static const std::regex rank(R"(rank[-_.]?(\d+))", std::regex::icase);
+  std::string name = std::filesystem::path(path).filename().string();
+  std::smatch m;
+  if (!std::regex_search(name, m, rank)) return -1;
+  try {
+    return std::stoi(m[1].str());
+  } catch (...) {
+    return -1;
+  }
+}
+
+ImportedRank import_nsys(const std::string& file, const NsysOptions& options) {
+  Db db(file);
+  std::set<std::string> tables = tables_of(db);
+  bool cuda = false;
+  for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                        "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"})
+    cuda |= tables.count(t) > 0;
+  if (!cuda)
+    throw std::runtime_error(
+        "not an Nsight Systems export: no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table (export with "
+        "`nsys export --type sqlite` and trace CUDA or NVTX)");
+
+  ImportedRank r;
+  r.source = file;
+  r.format = "nsys";
+  r.rank = options.rank;
+  r.rank_source = "--rank";
+  if (r.rank < 0) {
+    r.rank = rank_from_file_name(file);
+    r.rank_source = "file name";
+  }
+  if (r.rank < 0)
+    throw std::runtime_error("no rank in the file name (e.g. report-rank3.sqlite); pass --rank N");
+
+  Strings strings(db, tables.count("StringIds") > 0);
+  Reader rd{db, tables, strings, r};
+  if (tables.count("TARGET_INFO_SESSION_START_TIME")) {
+    Stmt s(db, select(db, "TARGET_INFO_SESSION_START_TIME", {"utcEpochNs"}));
+    if (s.step()) rd.epoch = s.i64(0);
+  }
+  if (!rd.epoch) r.notes.push_back("no session start time: times are ns since the capture started, not epoch");
+  rd.kernels();
+  rd.memory("CUPTI_ACTIVITY_KIND_MEMCPY", GpuKind::memcpy);
+  rd.memory("CUPTI_ACTIVITY_KIND_MEMSET", GpuKind::memset);
+  rd.launches();
+  rd.nvtx_ranges();
+  for (const GpuActivity& a : r.gpu) r.unmatched_correlation += a.api_end_ns == 0;
+  if (tables.count("TARGET_INFO_GPU")) {
+    Stmt s(db, select(db, "TARGET_INFO_GPU", {"name"}));
+    std::set<std::string> gpus;
+    while (s.step()) gpus.insert(s.text(0));
+    for (const auto& g : gpus) r.notes.push_back("GPU: " + g);
+  }
+  if (r.pid && tables.count("PROCESSES")) {
+    Stmt s(db, "SELECT name FROM PROCESSES WHERE pid = " + std::to_string(r.pid) + " LIMIT 1");
+    if (s.step()) r.notes.push_back("process: " + s.text(0));
+  }
+  attribute_sections(r);
+  return r;
+}
+
+}  // namespace laggard::report

@@ -1,0 +1,271 @@
+// `laggard import` on real traces recorded by others (../shared/traces, see its README): Kineto
+// traces from HTA's test data and Nsight Systems exports from pipit's. Tests skip with a message
+// when the traces are absent; they are never copied into the project.
+#include <sqlite3.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "import_kineto.h"
+#include "import_nsys.h"
+#include "reader.h"
+#include "temp_dir.h"
+
+using namespace laggard::report;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTraces = LAGGARD_SHARED_TRACES;
+const std::string kHta = kTraces + "/kineto-hta/tests/data";
+
+#define REQUIRE_TRACE(path)                                                                         \
+  if (!fs::exists(path)) GTEST_SKIP() << "real trace " << (path) << " absent (../shared/traces); skipped"
+
+size_t count_kind(const ImportedRank& r, GpuKind k) {
+  size_t n = 0;
+  for (const auto& a : r.gpu) n += a.kind == k;
+  return n;
+}
+
+size_t count_linked(const ImportedRank& r) {
+  size_t n = 0;
+  for (const auto& a : r.gpu) n += a.api_end_ns != 0;
+  return n;
+}
+
+const GpuActivity* find_correlation(const ImportedRank& r, uint32_t corr) {
+  for (const auto& a : r.gpu)
+    if (a.correlation == corr) return &a;
+  return nullptr;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+}  // namespace
+
+// Counts from the file itself (python json over the .gz): 1154 kernel, 40 gpu_memcpy, 10 gpu_memset,
+// 73 user_annotation events, distributedInfo {"rank": 0, "world_size": 128}.
+TEST(ImportKineto, TwoRanksOf128RankJobReadBackAsOneRun) {
+  REQUIRE_TRACE(kHta + "/trace_filter/sampled_rank-0.json.gz");
+  laggard::testing::TempDir tmp;
+  for (int rank : {0, 1}) {
+    ImportedRank r = import_kineto(kHta + "/trace_filter/sampled_rank-" + std::to_string(rank) + ".json.gz");
+    EXPECT_EQ(r.rank, rank);
+    EXPECT_EQ(r.world_size, 128);
+    EXPECT_EQ(r.rank_source, "distributedInfo.rank");
+    if (rank == 0) {
+      EXPECT_EQ(count_kind(r, GpuKind::kernel), 1154u);
+      EXPECT_EQ(count_kind(r, GpuKind::memcpy), 40u);
+      EXPECT_EQ(count_kind(r, GpuKind::memset), 10u);
+      EXPECT_EQ(r.ranges.size(), 73u);
+      EXPECT_EQ(r.collectives.size(), 10u);  // ncclKernel_SendRecv_... kernels
+    }
+    write_rank_file(r, (tmp.path / "run").string(), "run");
+  }
+  RunModel m = read_run((tmp.path / "run").string());
+  ASSERT_EQ(m.ranks.size(), 2u);
+  EXPECT_EQ(m.world_size, 128);
+  size_t gpu = 0, steps = 0;
+  for (const auto& w : m.ranks[0].windows) {
+    gpu += w.gpu.size();
+    for (const auto& s : w.sections) steps += s.name == "ProfilerStep" ? s.count : 0;
+  }
+  EXPECT_EQ(gpu, 1204u);
+  EXPECT_EQ(steps, 2u);  // ProfilerStep#N, one section
+  EXPECT_EQ(m.ranks[0].windows.size(), 2u);  // one window per step (the first opens the trace)
+}
+
+// Old Kineto spells the categories Kernel / Runtime and writes integer epoch µs.
+TEST(ImportKineto, OldSpellingsKernelAndRuntime) {
+  REQUIRE_TRACE(kHta + "/trace_file_list/inference_rank_1.json.gz");
+  ImportedRank r = import_kineto(kHta + "/trace_file_list/inference_rank_1.json.gz");
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(count_kind(r, GpuKind::kernel), 4u);
+  const GpuActivity* k = find_correlation(r, 538860);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->start_ns, 1665536373729077000);
+  EXPECT_EQ(k->end_ns - k->start_ns, 4000);
+  EXPECT_EQ(k->api_start_ns, 1665536373729065000);  // its cudaLaunchKernel (Runtime)
+  EXPECT_EQ(k->api_end_ns, 1665536373729065000 + 1414000);
+  EXPECT_EQ(k->stream, 7u);
+  EXPECT_EQ(k->grid[0], 64u);
+  EXPECT_EQ(k->block[0], 128u);
+}
+
+// Newer Kineto: fractional µs relative to baseTimeNanoseconds, read exactly (not through a double).
+TEST(ImportKineto, FractionalMicrosecondsPlusBaseTime) {
+  REQUIRE_TRACE(kHta + "/nccl_parser_config/nccl_data.json.gz");
+  ImportedRank r = import_kineto(kHta + "/nccl_parser_config/nccl_data.json.gz");
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 2);
+  // The cudnn kernel of ../shared/notes/kineto-format.md: ts 4458676983543.183, dur 41.407,
+  // its cudaLaunchKernel ts 4458676983526.767 dur 15.633; base 1711964646000000000.
+  const GpuActivity* k = find_correlation(r, 57541);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->start_ns, 1711964646000000000 + 4458676983543183);
+  EXPECT_EQ(k->end_ns - k->start_ns, 41407);
+  EXPECT_EQ(k->api_start_ns, 1711964646000000000 + 4458676983526767);
+  EXPECT_EQ(k->api_end_ns - k->api_start_ns, 15633);
+  // The NCCL allreduce kernel with PyTorch's NCCL args.
+  const GpuActivity* n = find_correlation(r, 60047);
+  ASSERT_NE(n, nullptr);
+  EXPECT_TRUE(n->nccl);
+  bool found = false;
+  for (const auto& c : r.collectives)
+    if (&r.gpu[c.gpu_index] == n) {
+      found = true;
+      EXPECT_EQ(r.strings.at(c.func), "AllReduce");
+      EXPECT_EQ(r.strings.at(c.algo), "RING");
+      EXPECT_EQ(r.strings.at(c.proto), "LL");
+      EXPECT_EQ(c.count, 6637568u);
+      EXPECT_EQ(c.bytes, 6637568u * 4);
+      EXPECT_EQ(c.group_size, 2);
+      EXPECT_EQ(r.strings.at(c.comm_name), "default_pg");
+    }
+  EXPECT_TRUE(found);
+}
+
+// Triton launches through the driver API (cuLaunchKernel, cat cuda_driver).
+TEST(ImportKineto, DriverLaunchesLinkByCorrelation) {
+  REQUIRE_TRACE(kHta + "/triton_example/triton_example.json.gz");
+  ImportedRank r = import_kineto(kHta + "/triton_example/triton_example.json.gz", {0});
+  const GpuActivity* k = find_correlation(r, 35);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->api_start_ns, 1727743122000000000 + 2413669097399166);
+  EXPECT_EQ(k->api_end_ns - k->api_start_ns, 47768);
+  EXPECT_EQ(r.rank_source, "--rank");  // triton_example has no distributedInfo
+}
+
+TEST(ImportKineto, SectionsAttributedToTheLaunchingThreadsRange) {
+  REQUIRE_TRACE(kHta + "/trace_filter/sampled_rank-0.json.gz");
+  ImportedRank r = import_kineto(kHta + "/trace_filter/sampled_rank-0.json.gz");
+  size_t in_section = 0;
+  for (const auto& a : r.gpu) in_section += a.section != StringTable::kNone;
+  EXPECT_GT(in_section, 0u);
+  EXPECT_EQ(count_linked(r), r.gpu.size());  // every GPU event of this trace has its launch call
+}
+
+TEST(ImportKineto, NoRankInformationIsAClearErrorNotAGuess) {
+  for (const char* f : {"/distributed_info_unavailable/distributed_info_not_found.json.gz",
+                        "/rank_unavailable/rank_not_found.json.gz"}) {
+    REQUIRE_TRACE(kHta + f);
+    try {
+      import_kineto(kHta + f);
+      ADD_FAILURE() << f << " imported without rank";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("no rank information"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(import_kineto(kHta + f, {5}).rank, 5);
+  }
+}
+
+TEST(ImportKineto, TruncatedGzipIsOneClearError) {
+  REQUIRE_TRACE(kHta + "/trace_filter/sampled_rank-1.json.gz");
+  laggard::testing::TempDir tmp;
+  std::string gz = slurp(kHta + "/trace_filter/sampled_rank-1.json.gz");
+  spit(tmp.path / "cut.json.gz", gz.substr(0, gz.size() / 2));
+  try {
+    import_kineto((tmp.path / "cut.json.gz").string());
+    FAIL() << "a truncated .json.gz imported";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ImportKineto, JsonThatIsNotKinetoIsOneClearError) {
+  laggard::testing::TempDir tmp;
+  spit(tmp.path / "a.json", R"({"schema": "something else", "events": [1, 2, 3]})");
+  spit(tmp.path / "b.json", R"([{"ph": "X"}])");
+  spit(tmp.path / "c.json", "hello");
+  spit(tmp.path / "d.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel")");
+  auto message = [&](const char* f) {
+    try {
+      import_kineto((tmp.path / f).string(), {0});
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(imported)");
+  };
+  EXPECT_NE(message("a.json").find("not a Kineto trace"), std::string::npos) << message("a.json");
+  EXPECT_NE(message("b.json").find("not a Kineto trace"), std::string::npos) << message("b.json");
+  EXPECT_NE(message("c.json").find("not a JSON trace"), std::string::npos) << message("c.json");
+  EXPECT_NE(message("d.json").find("truncated or invalid JSON"), std::string::npos) << message("d.json");
+  EXPECT_NE(message("missing.json").find("cannot open"), std::string::npos) << message("missing.json");
+}
+
+// cloverleaf-cuda-rank0.sqlite: 1312 kernels, 279 memcpys, CUDA runtime, no NVTX (README there).
+TEST(ImportNsys, CloverLeafKernelsMemcpysAndLaunches) {
+  const std::string f = kTraces + "/nsys/cloverleaf-cuda-rank0.sqlite";
+  REQUIRE_TRACE(f);
+  ImportedRank r = import_nsys(f);
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.rank_source, "file name");
+  EXPECT_EQ(count_kind(r, GpuKind::kernel), 1312u);
+  EXPECT_EQ(count_kind(r, GpuKind::memcpy), 279u);
+  EXPECT_EQ(count_linked(r), r.gpu.size());
+  EXPECT_GT(r.gpu.front().start_ns, 1'500'000'000'000'000'000);  // epoch ns via the session start
+  laggard::testing::TempDir tmp;
+  write_rank_file(r, (tmp.path / "run").string(), "run");
+  RunModel m = read_run((tmp.path / "run").string());
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].windows.at(0).gpu.size(), 1312u + 279u);
+}
+
+// saxpy-mpi-cuda-rank0.sqlite: a newer nsys schema (no greenContextId; memcpy has a name column),
+// NVTX ranges.
+TEST(ImportNsys, SaxpyNewerSchemaWithNvtxRanges) {
+  const std::string f = kTraces + "/nsys/saxpy-mpi-cuda-rank0.sqlite";
+  REQUIRE_TRACE(f);
+  ImportedRank r = import_nsys(f, {3});
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(count_kind(r, GpuKind::kernel), 5u);
+  EXPECT_EQ(count_kind(r, GpuKind::memcpy), 15u);
+  EXPECT_FALSE(r.ranges.empty());
+  size_t in_section = 0;
+  for (const auto& a : r.gpu) in_section += a.section != StringTable::kNone;
+  EXPECT_GT(in_section, 0u);
+}
+
+TEST(ImportNsys, SqliteFromAnotherProgramIsOneClearError) {
+  laggard::testing::TempDir tmp;
+  std::string other = (tmp.path / "rank0-other.sqlite").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "CREATE TABLE moz_places (id INTEGER, url TEXT); INSERT INTO moz_places VALUES (1, 'x');",
+               nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  spit(tmp.path / "rank0-text.sqlite", "this is not a database, just text long enough to have a header......");
+  auto message = [&](const std::string& f) {
+    try {
+      import_nsys(f);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(imported)");
+  };
+  EXPECT_NE(message(other).find("not an Nsight Systems export"), std::string::npos) << message(other);
+  std::string text = (tmp.path / "rank0-text.sqlite").string();
+  EXPECT_NE(message(text).find("not an SQLite database"), std::string::npos) << message(text);
+}
+
+TEST(ImportNsys, RankFromFileName) {
+  EXPECT_EQ(rank_from_file_name("/x/report-rank3.sqlite"), 3);
+  EXPECT_EQ(rank_from_file_name("run_rank_12.sqlite"), 12);
+  EXPECT_EQ(rank_from_file_name("RANK-7.nsys.sqlite"), 7);
+  EXPECT_EQ(rank_from_file_name("profile.sqlite"), -1);
+}
