@@ -190,7 +190,7 @@ std::string demangle(const char* name) {
   return s;
 }
 
-std::string section_name(const NameEntry* e) { return e ? e->qualified : std::string("?"); }
+std::string section_name(const NameEntry* e) { return e ? e->display : std::string("?"); }
 
 }  // namespace
 

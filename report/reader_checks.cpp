@@ -45,8 +45,10 @@ void shift_rank(RankData& r, int64_t d) {
       shift_known(a.api_end_ns);
     }
     for (Collective& c : w.collectives) {
-      shift(c.host_start_ns);
-      shift_known(c.host_end_ns);
+      shift(c.upload_start_ns);
+      shift_known(c.upload_end_ns);
+      shift_known(c.chan_host_start_ns);
+      shift_known(c.chan_host_stop_ns);
       shift_known(c.gpu_start_ns);
       shift_known(c.gpu_end_ns);
     }
