@@ -28,7 +28,6 @@ struct ThreadBuffer {
   SpscRing<RangeRecord, 4096> ranges;
   // Written by the owning thread only (relaxed load + store, no locked instruction), read by
   // the flush thread.
-  std::atomic<uint64_t> ring_full{0};   // occurrences left out of the sample
   std::atomic<uint64_t> filtered{0};    // ranges LAGGARD_SECTIONS did not keep
   std::atomic<uint64_t> stack_overflow{0};
   std::atomic<uint64_t> unbalanced_pop{0};
@@ -39,7 +38,7 @@ struct ThreadBuffer {
   // A completed kept range: into the statistics, and into the sample while there is room.
   void add(const RangeRecord& r) {
     totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
-    if (!ranges.push(r)) bump(ring_full);
+    ranges.push(r);  // a full ring: not sampled; the recorder counts count - stored
   }
   static void bump(std::atomic<uint64_t>& c) {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -81,7 +80,7 @@ class Recorder {
     bool waited = false;           // carried into a window once, waiting for its totals
   };
   struct Baseline {  // last seen cumulative counters of a thread, to compute window deltas
-    uint64_t ring_full = 0, stack_overflow = 0, unbalanced_pop = 0, unmatched_end = 0, filtered = 0;
+    uint64_t stack_overflow = 0, unbalanced_pop = 0, unmatched_end = 0, filtered = 0;
   };
 
   void add_sample(const RangeRecord& r);
