@@ -12,17 +12,19 @@
 
 #include <atomic>
 #include <cstdint>
+#include <climits>
 #include <vector>
 
 namespace laggard {
 
 struct RangeTotals {
   uint64_t count = 0;
-  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = INT64_MAX, max_ns = INT64_MIN;  // as such while count == 0: add() needs no branch
 
   void add(int64_t dur_ns) {
-    if (count == 0 || dur_ns < min_ns) min_ns = dur_ns;
-    if (count == 0 || dur_ns > max_ns) max_ns = dur_ns;
+    min_ns = dur_ns < min_ns ? dur_ns : min_ns;
+    max_ns = dur_ns > max_ns ? dur_ns : max_ns;
     ++count;
     total_ns += dur_ns;
   }
