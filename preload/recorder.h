@@ -35,10 +35,15 @@ struct ThreadBuffer {
   std::atomic<int> open_depth{0};    // push/pop ranges open right now
   std::atomic<bool> exited{false};   // the thread is gone; drain once more, then free
 
-  // A completed kept range: into the statistics, and into the sample while there is room.
+  // Occurrences of one (section, parent) a thread offers to the sample between two drains
+  // (20 a second): 2560 a second per key, more than a 10 s window's reservoir (2048) draws
+  // from, and one hot section cannot fill the ring and starve rare ones of samples.
+  static constexpr uint64_t kSamplesPerKeyPerDrain = 128;
+
+  // A completed kept range: into the statistics, and offered to the sample.
   void add(const RangeRecord& r) {
-    totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
-    ranges.push(r);  // a full ring: not sampled; the recorder counts count - stored
+    uint64_t n = totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
+    if (n <= kSamplesPerKeyPerDrain) ranges.push(r);  // not sampled: the recorder counts count - stored
   }
   static void bump(std::atomic<uint64_t>& c) {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

@@ -48,7 +48,8 @@ class ThreadAggregates {
 
   // Owning thread. May allocate when a new key needs a larger table (rare, like interning).
   // Inline: this is the NVTX hot path (a few stores, one probe).
-  void add(uint32_t name, uint32_t parent, int64_t dur_ns) {
+  // Returns how many ranges of this key the thread added since the flush thread last took them.
+  uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns) {
     const uint32_t outer = busy_.load(std::memory_order_relaxed);  // >0 only in a nested signal handler
     busy_.store(outer + 1, std::memory_order_relaxed);
     // Orders the busy mark before reading active_: a compiler barrier suffices when the flush
@@ -61,16 +62,18 @@ class ThreadAggregates {
     Slot& s = t.slots[slot_of(key, t.mask)];
     if (__builtin_expect(s.key == key, 1)) {
       s.totals.add(dur_ns);
-    } else {
-      struct Release {  // find_or_insert may throw bad_alloc
-        ~Release() { b.store(v, std::memory_order_release); }
-        std::atomic<uint32_t>& b;
-        uint32_t v;
-      } release{busy_, outer};
-      find_or_insert(t, key).add(dur_ns);
-      return;
+      const uint64_t n = s.totals.count;
+      busy_.store(outer, std::memory_order_release);
+      return n;
     }
-    busy_.store(outer, std::memory_order_release);
+    struct Release {  // find_or_insert may throw bad_alloc
+      ~Release() { b.store(v, std::memory_order_release); }
+      std::atomic<uint32_t>& b;
+      uint32_t v;
+    } release{busy_, outer};
+    RangeTotals& tot = find_or_insert(t, key);
+    tot.add(dur_ns);
+    return tot.count;
   }
 
   // Flush thread, for a set of threads: flip() each, quiesce() once, then take() each.
