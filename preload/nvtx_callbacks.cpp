@@ -69,7 +69,9 @@ struct ThreadGuard {
     dead = true;
   }
 };
-thread_local ThreadGuard t_guard;
+// initial-exec: a plain %fs-relative access on every NVTX call instead of a __tls_get_addr call;
+// glibc reserves static TLS for libraries loaded later (dlopen by NVTX) and this is 16 bytes.
+thread_local ThreadGuard t_guard __attribute__((tls_model("initial-exec")));
 
 inline ThreadState* thread_state(Capture* cap) {
   ThreadGuard& g = t_guard;
