@@ -284,4 +284,21 @@ TEST(FileRoundTrip, OtherInOldFilesIsFoldedToo) {
   EXPECT_EQ(m.ranks[0].windows[0].sections[0].domain, "");
 }
 
+// Issue 9 item 5: an evicted start/end range whose nvtxRangeEnd then comes with an unknown id
+// was counted twice as lost; the app's own unbalanced pops were counted as losses too.
+TEST(FileRoundTrip, EachLostRangeIsCountedOnce) {
+  TempDir tmp;
+  laggard::SegmentWriter w(( tmp.path / "run1").string(), info(0, 1), 30);
+  laggard::DropCounters d;
+  d.start_end_evicted = 3;  // lost
+  d.unmatched_end = 3;      // their ends, later: the same 3 ranges
+  d.unbalanced_pop = 5;     // the program's own calls
+  ASSERT_EQ(w.write(window(0, {1}), d, true, 0), "");
+  laggard::report::RunModel m = laggard::report::read_run(tmp.path.string());
+  std::string lost;
+  for (const auto& p : m.problems)
+    if (p.kind == "dropped_records") lost = p.message;
+  EXPECT_NE(lost.find("lost or could not match 3 records"), std::string::npos) << lost;
+}
+
 }  // namespace
