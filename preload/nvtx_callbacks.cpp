@@ -72,7 +72,9 @@ struct ThreadGuard {
     dead = true;
   }
 };
-thread_local ThreadGuard t_guard;
+// initial-exec: a plain %fs-relative access on every NVTX call instead of a __tls_get_addr call;
+// glibc reserves static TLS for libraries loaded later (dlopen by NVTX) and this is 16 bytes.
+thread_local ThreadGuard t_guard __attribute__((tls_model("initial-exec")));
 
 inline ThreadState* thread_state(Capture* cap) {
   ThreadGuard& g = t_guard;
@@ -98,8 +100,23 @@ inline uint64_t hash_bytes(const char* s, size_t n, const void* domain) {
     h = (h ^ w) * kMul;
     h ^= h >> 32;
   }
+  // The last 0-7 bytes in at most three loads (short names like "forward" are all tail).
   uint64_t tail = 0;
-  for (size_t k = 0; i + k < n; ++k) tail |= uint64_t(static_cast<unsigned char>(s[i + k])) << (8 * k);
+  size_t rest = n - i;
+  const char* p = s + i;
+  if (rest & 4) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    tail = v;
+    p += 4;
+  }
+  if (rest & 2) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    tail = (tail << 16) | v;
+    p += 2;
+  }
+  if (rest & 1) tail = (tail << 8) | static_cast<unsigned char>(*p);
   h = (h ^ tail) * kMul;
   return h ^ (h >> 29);
 }
@@ -175,14 +192,24 @@ const NameEntry* lookup_attr(Capture* cap, ThreadState* ts, const void* domain,
   }
 }
 
-void sync_counters(ThreadState* ts) {
-  ThreadBuffer* b = ts->buf;
+// Mirrors what the flush thread reads. Rare events are mirrored only on change, and each
+// call checks only what its operation can change, so the common path touches few lines.
+inline void sync_depth(ThreadState* ts) {
   watch::note_progress(ts->watch);
-  b->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
   if (ts->is_main) g_main_section.store(ts->stack.innermost_kept(), std::memory_order_relaxed);
-  // Rare events: mirror only on change so the common path does not touch these lines.
+}
+
+inline void sync_after_push(ThreadState* ts) {
+  sync_depth(ts);
+  ThreadBuffer* b = ts->buf;
   if (__builtin_expect(b->stack_overflow.load(std::memory_order_relaxed) != ts->stack.overflowed(), 0))
     b->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
+}
+
+inline void sync_after_pop(ThreadState* ts) {
+  sync_depth(ts);
+  ThreadBuffer* b = ts->buf;
   if (__builtin_expect(b->unbalanced_pop.load(std::memory_order_relaxed) != ts->stack.unbalanced(), 0))
     b->unbalanced_pop.store(ts->stack.unbalanced(), std::memory_order_relaxed);
   if (__builtin_expect(b->filtered.load(std::memory_order_relaxed) != ts->stack.filtered(), 0))
@@ -198,7 +225,7 @@ int push_impl(const void* domain, Lookup&& find) noexcept {
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
     const NameEntry* e = find(cap, ts);
     int level = ts->stack.push(e, domain, mono_ns());
-    sync_counters(ts);
+    sync_after_push(ts);
     return level;
   } catch (...) {
     return NVTX_NO_PUSH_POP_TRACKING;
@@ -215,7 +242,7 @@ int pop_impl(const void* domain) noexcept {
     bool emit = false;
     int level = ts->stack.pop(domain, mono_ns(), ts->tid, &r, &emit);
     if (emit) ts->buf->add(r);
-    sync_counters(ts);
+    sync_after_pop(ts);
     return level;
   } catch (...) {
     return NVTX_NO_PUSH_POP_TRACKING;

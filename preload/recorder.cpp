@@ -48,7 +48,6 @@ void Recorder::add_sample(const RangeRecord& r) {
     // Reservoir sampling (Algorithm R): every occurrence is kept with equal probability.
     uint64_t j = next_random() % a.sampled;
     if (j < a.kept.size()) a.kept[j] = occ;
-    ++window_drops_.occurrences_sampled;
   }
 }
 
@@ -83,7 +82,6 @@ void Recorder::drain() {
       seen = v;
       return d;
     };
-    window_drops_.occurrences_sampled += delta(t->ring_full, b.ring_full);  // a full ring loses samples only
     window_drops_.sections_filtered += delta(t->filtered, b.filtered);
     window_drops_.stack_overflow += delta(t->stack_overflow, b.stack_overflow);
     window_drops_.unbalanced_pop += delta(t->unbalanced_pop, b.unbalanced_pop);
@@ -132,7 +130,6 @@ void Recorder::fit_window_budget() {
     if (a.kept.size() > share) {
       // A uniform subsample of a uniform sample is still uniform.
       for (size_t k = 0; k < share; ++k) std::swap(a.kept[k], a.kept[k + next_random() % (a.kept.size() - k)]);
-      window_drops_.occurrences_sampled += a.kept.size() - share;
       a.kept.resize(share);
     }
     remaining -= std::min(remaining, a.kept.size());
@@ -156,8 +153,6 @@ WindowSnapshot Recorder::close_window(int64_t now_mono_ns, const DropCounters& e
       if (!a.waited) {
         a.waited = true;
         carried.emplace(key, std::move(a));
-      } else {
-        window_drops_.occurrences_sampled += a.kept.size();
       }
       continue;
     }
@@ -173,6 +168,8 @@ WindowSnapshot Recorder::close_window(int64_t now_mono_ns, const DropCounters& e
     s.min_ns = a.totals.min_ns;
     s.max_ns = a.totals.max_ns;
     s.median_from_sample = a.kept.size() < a.totals.count;
+    // Not stored: left out of a full ring or of the reservoir; the statistics stay exact.
+    if (s.median_from_sample) window_drops_.occurrences_sampled += a.totals.count - a.kept.size();
     std::sort(a.kept.begin(), a.kept.end(),
               [](const Occurrence& x, const Occurrence& y) { return x.start_ns < y.start_ns; });
     std::vector<int64_t> durs;

@@ -28,7 +28,6 @@ struct ThreadBuffer {
   SpscRing<RangeRecord, 4096> ranges;
   // Written by the owning thread only (relaxed load + store, no locked instruction), read by
   // the flush thread.
-  std::atomic<uint64_t> ring_full{0};   // occurrences left out of the sample
   std::atomic<uint64_t> filtered{0};    // ranges LAGGARD_SECTIONS did not keep
   std::atomic<uint64_t> stack_overflow{0};
   std::atomic<uint64_t> unbalanced_pop{0};
@@ -36,10 +35,15 @@ struct ThreadBuffer {
   std::atomic<int> open_depth{0};    // push/pop ranges open right now
   std::atomic<bool> exited{false};   // the thread is gone; drain once more, then free
 
-  // A completed kept range: into the statistics, and into the sample while there is room.
+  // Occurrences of one (section, parent) a thread offers to the sample between two drains
+  // (20 a second): 2560 a second per key, more than a 10 s window's reservoir (2048) draws
+  // from, and one hot section cannot fill the ring and starve rare ones of samples.
+  static constexpr uint64_t kSamplesPerKeyPerDrain = 128;
+
+  // A completed kept range: into the statistics, and offered to the sample.
   void add(const RangeRecord& r) {
-    totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
-    if (!ranges.push(r)) bump(ring_full);
+    uint64_t n = totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
+    if (n <= kSamplesPerKeyPerDrain) ranges.push(r);  // not sampled: the recorder counts count - stored
   }
   static void bump(std::atomic<uint64_t>& c) {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -81,7 +85,7 @@ class Recorder {
     bool waited = false;           // carried into a window once, waiting for its totals
   };
   struct Baseline {  // last seen cumulative counters of a thread, to compute window deltas
-    uint64_t ring_full = 0, stack_overflow = 0, unbalanced_pop = 0, unmatched_end = 0, filtered = 0;
+    uint64_t stack_overflow = 0, unbalanced_pop = 0, unmatched_end = 0, filtered = 0;
   };
 
   void add_sample(const RangeRecord& r);

@@ -11,25 +11,17 @@ namespace {
 
 constexpr size_t kInitialSlots = 64;  // power of two
 
-// true until membarrier is known to work: writers then pay a full fence per range.
-std::atomic<bool> g_writers_fence{true};
-
-inline size_t slot_of(uint64_t key, size_t mask) {
-  key *= 0x9e3779b97f4a7c15ull;
-  return static_cast<size_t>(key >> 32) & mask;
-}
-
 long membarrier(int cmd) { return ::syscall(__NR_membarrier, cmd, 0, 0); }
 
 }  // namespace
 
 void ThreadAggregates::init_handover() {
   if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-    g_writers_fence.store(false, std::memory_order_seq_cst);
+    writers_fence_.store(false, std::memory_order_seq_cst);
 }
 
 void ThreadAggregates::quiesce() {
-  if (g_writers_fence.load(std::memory_order_relaxed) || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
+  if (writers_fence_.load(std::memory_order_relaxed) || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the writers' fences
 }
 
@@ -40,14 +32,16 @@ void ThreadAggregates::Table::clear() {
 }
 
 ThreadAggregates::ThreadAggregates() {
-  tables_[0].slots.resize(kInitialSlots);
-  tables_[1].slots.resize(kInitialSlots);
+  for (Table& t : tables_) {
+    t.slots.resize(kInitialSlots);
+    t.mask = kInitialSlots - 1;
+  }
 }
 
 void ThreadAggregates::grow(Table& t) {
   std::vector<Slot> old(t.slots.size() * 2);
   old.swap(t.slots);
-  size_t mask = t.slots.size() - 1;
+  size_t mask = t.mask = t.slots.size() - 1;
   for (const Slot& s : old) {
     if (!s.key) continue;
     size_t i = slot_of(s.key, mask);
@@ -73,23 +67,6 @@ RangeTotals& ThreadAggregates::find_or_insert(Table& t, uint64_t key) {
   ++t.used;
   t.slots[i].key = key;
   return t.slots[i].totals;
-}
-
-void ThreadAggregates::add(uint32_t name, uint32_t parent, int64_t dur_ns) {
-  struct Busy {
-    explicit Busy(std::atomic<uint32_t>& b) : busy(b) {
-      busy.store(busy.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      // Orders the busy mark before reading active_: a compiler barrier suffices when the
-      // flush thread's membarrier supplies the CPU barrier.
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      if (__builtin_expect(g_writers_fence.load(std::memory_order_relaxed), 0))
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-    ~Busy() { busy.store(busy.load(std::memory_order_relaxed) - 1, std::memory_order_release); }
-    std::atomic<uint32_t>& busy;
-  } mark(busy_);
-  Table& t = tables_[active_.load(std::memory_order_relaxed)];
-  find_or_insert(t, (uint64_t(name) << 32 | parent) + 1).add(dur_ns);
 }
 
 void ThreadAggregates::flip() { active_.store(active_.load(std::memory_order_relaxed) ^ 1, std::memory_order_relaxed); }

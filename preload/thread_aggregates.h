@@ -12,17 +12,19 @@
 
 #include <atomic>
 #include <cstdint>
+#include <climits>
 #include <vector>
 
 namespace laggard {
 
 struct RangeTotals {
   uint64_t count = 0;
-  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = INT64_MAX, max_ns = INT64_MIN;  // as such while count == 0: add() needs no branch
 
   void add(int64_t dur_ns) {
-    if (count == 0 || dur_ns < min_ns) min_ns = dur_ns;
-    if (count == 0 || dur_ns > max_ns) max_ns = dur_ns;
+    min_ns = dur_ns < min_ns ? dur_ns : min_ns;
+    max_ns = dur_ns > max_ns ? dur_ns : max_ns;
     ++count;
     total_ns += dur_ns;
   }
@@ -45,7 +47,34 @@ class ThreadAggregates {
   ThreadAggregates();
 
   // Owning thread. May allocate when a new key needs a larger table (rare, like interning).
-  void add(uint32_t name, uint32_t parent, int64_t dur_ns);
+  // Inline: this is the NVTX hot path (a few stores, one probe).
+  // Returns how many ranges of this key the thread added since the flush thread last took them.
+  uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns) {
+    const uint32_t outer = busy_.load(std::memory_order_relaxed);  // >0 only in a nested signal handler
+    busy_.store(outer + 1, std::memory_order_relaxed);
+    // Orders the busy mark before reading active_: a compiler barrier suffices when the flush
+    // thread's membarrier supplies the CPU barrier.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(writers_fence_.load(std::memory_order_relaxed), 0))
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    Table& t = tables_[active_.load(std::memory_order_relaxed)];
+    const uint64_t key = (uint64_t(name) << 32 | parent) + 1;
+    Slot& s = t.slots[slot_of(key, t.mask)];
+    if (__builtin_expect(s.key == key, 1)) {
+      s.totals.add(dur_ns);
+      const uint64_t n = s.totals.count;
+      busy_.store(outer, std::memory_order_release);
+      return n;
+    }
+    struct Release {  // find_or_insert may throw bad_alloc
+      ~Release() { b.store(v, std::memory_order_release); }
+      std::atomic<uint32_t>& b;
+      uint32_t v;
+    } release{busy_, outer};
+    RangeTotals& tot = find_or_insert(t, key);
+    tot.add(dur_ns);
+    return tot.count;
+  }
 
   // Flush thread, for a set of threads: flip() each, quiesce() once, then take() each.
   void flip();
@@ -69,14 +98,21 @@ class ThreadAggregates {
   };
   struct Table {
     std::vector<Slot> slots;
+    size_t mask = 0;  // slots.size() - 1 (a power of two)
     size_t used = 0;
     void clear();
   };
 
+  static size_t slot_of(uint64_t key, size_t mask) {
+    key *= 0x9e3779b97f4a7c15ull;
+    return static_cast<size_t>(key >> 32) & mask;
+  }
   Table& wait_for_old();
   static RangeTotals& find_or_insert(Table& t, uint64_t key);
   static void grow(Table& t);
 
+  // true until membarrier is known to work: writers then pay a full fence per range.
+  static inline std::atomic<bool> writers_fence_{true};
   std::atomic<uint32_t> busy_{0};  // >0 while the owner writes (a counter: signal handlers nest)
   std::atomic<int> active_{0};     // written by the flush thread only
   Table tables_[2];

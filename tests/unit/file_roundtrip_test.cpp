@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -220,6 +221,84 @@ TEST(FileRoundTrip, TwoProcessesClaimingOneRankAreReported) {
   ASSERT_EQ(m.problems.size(), 1u);
   EXPECT_EQ(m.problems[0].kind, "duplicate_rank");
   EXPECT_NE(m.problems[0].message.find("555"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// Schema version 4 (docs/schema.md, "Version 4: NVTX"): domain, folded and median_from_sample
+// survive; "(other)" is counted, never a section; a filter that kept nothing says how much it
+// filtered (issue 9 items 2, 3, 5).
+TEST(FileRoundTrip, Version4NvtxFieldsSurvive) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::FileInfo fi = info(0, 2);
+  laggard::SegmentWriter w0(run_dir, fi, 30);
+  laggard::WindowSnapshot win = window(0, {10, 20, 30}, "lib:comm");
+  win.sections[0].domain = "lib";
+  win.sections[0].median_from_sample = true;
+  laggard::SectionWindowStats other = window(0, {5, 5}, "(other)").sections[0];
+  other.folded = true;
+  win.sections.push_back(other);
+  ASSERT_EQ(w0.write(win, {}, true, 0), "");
+
+  fi = info(1, 2);
+  fi.sections_filter = "^nothing$";
+  laggard::SegmentWriter w1(run_dir, fi, 30);
+  laggard::WindowSnapshot empty = window(0, {1});
+  empty.sections.clear();
+  laggard::DropCounters filtered;
+  filtered.sections_filtered = 1234;
+  ASSERT_EQ(w1.write(empty, filtered, true, 0), "");
+
+  laggard::report::RunModel m = laggard::report::read_run(tmp.path.string());
+  ASSERT_EQ(m.ranks.size(), 2u);
+  const auto& secs = m.ranks[0].windows.at(0).sections;
+  ASSERT_EQ(secs.size(), 1u);  // "(other)" is not a section
+  EXPECT_EQ(secs[0].name, "lib:comm");
+  EXPECT_EQ(secs[0].domain, "lib");
+  EXPECT_TRUE(secs[0].median_from_sample);
+  EXPECT_EQ(m.ranks[0].folded_ranges, 2u);
+  std::map<std::string, std::string> problems;
+  for (const auto& p : m.problems) problems[p.kind] += p.message;
+  EXPECT_NE(problems["folded_names"].find("2 ranges"), std::string::npos) << problems["folded_names"];
+  EXPECT_NE(problems["sections_filter_matched_nothing"].find("^nothing$"), std::string::npos);
+  EXPECT_NE(problems["sections_filter_matched_nothing"].find("1234"), std::string::npos);
+  EXPECT_EQ(problems.count("dropped_records"), 0u);  // filtered and folded ranges are not losses
+}
+
+// Before version 4 "(other)" was the catch-all by name, and is read as one.
+TEST(FileRoundTrip, OtherInOldFilesIsFoldedToo) {
+  TempDir tmp;
+  fs::create_directories(tmp.path / "run1");
+  std::ofstream(tmp.path / "run1" / "rank00000-1-seg0000.json") << R"J({"schema":"laggard-rank","schema_version":3,
+    "run_id":"run1","rank":0,"world_size":1,"final":true,"windows":[{"index":0,"start_ns":1,"end_ns":2,
+    "sections":[{"name":"(other)","parent":null,"count":7,"total_ns":7,"min_ns":1,"max_ns":1,"median_ns":1},
+                {"name":"lib::x","parent":null,"count":1,"total_ns":1,"min_ns":1,"max_ns":1,"median_ns":1}]}]})J";
+  laggard::report::RunModel m = laggard::report::read_run(tmp.path.string());
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].folded_ranges, 7u);
+  ASSERT_EQ(m.ranks[0].windows.at(0).sections.size(), 1u);
+  EXPECT_EQ(m.ranks[0].windows[0].sections[0].name, "lib::x");
+  EXPECT_EQ(m.ranks[0].windows[0].sections[0].domain, "");
+}
+
+// Issue 9 item 5: an evicted start/end range whose nvtxRangeEnd then comes with an unknown id
+// was counted twice as lost; the app's own unbalanced pops were counted as losses too.
+TEST(FileRoundTrip, EachLostRangeIsCountedOnce) {
+  TempDir tmp;
+  laggard::SegmentWriter w(( tmp.path / "run1").string(), info(0, 1), 30);
+  laggard::DropCounters d;
+  d.start_end_evicted = 3;  // lost
+  d.unmatched_end = 3;      // their ends, later: the same 3 ranges
+  d.unbalanced_pop = 5;     // the program's own calls
+  ASSERT_EQ(w.write(window(0, {1}), d, true, 0), "");
+  laggard::report::RunModel m = laggard::report::read_run(tmp.path.string());
+  std::string lost;
+  for (const auto& p : m.problems)
+    if (p.kind == "dropped_records") lost = p.message;
+  EXPECT_NE(lost.find("lost or could not match 3 records"), std::string::npos) << lost;
 }
 
 }  // namespace

@@ -282,6 +282,32 @@ TEST_F(NvtxHostile, ConcurrentThreadsMixingEveryEntryPoint) {
   EXPECT_EQ(counts["concurrent"] + dropped_["start_end_evicted"], uint64_t(kThreads) * kIters);
 }
 
+// Issue 9 item 5: a registered string belongs to the domain it is used in, not the one it was
+// registered in (nvToolsExt.h registers per domain; nothing stops a program using it elsewhere).
+TEST_F(NvtxHostile, RegisteredStringBelongsToTheDomainItIsUsedIn) {
+  auto dcreate_a = core2<DCreateA>(NVTX_CBID_CORE2_DomainCreateA);
+  auto reg_a = core2<DRegA>(NVTX_CBID_CORE2_DomainRegisterStringA);
+  auto dpush = core2<DPushEx>(NVTX_CBID_CORE2_DomainRangePushEx);
+  auto dpop = core2<DPop>(NVTX_CBID_CORE2_DomainRangePop);
+  auto push_ex = core<PushEx>(NVTX_CBID_CORE_RangePushEx);
+  auto pop = core<Pop>(NVTX_CBID_CORE_RangePop);
+  nvtxDomainHandle_t a = dcreate_a("regA"), b = dcreate_a("regB");
+  nvtxEventAttributes_t at = attr(NVTX_MESSAGE_TYPE_REGISTERED);
+  at.message.registered = reg_a(a, "shared_msg");
+  dpush(a, &at);
+  dpop(a);
+  dpush(b, &at);
+  dpop(b);
+  dpush(b, &at);
+  dpop(b);
+  push_ex(&at);
+  pop();
+  auto counts = counts_after_flush("shared_msg", 1);
+  EXPECT_EQ(counts["regA:shared_msg"], 1u);
+  EXPECT_EQ(counts["regB:shared_msg"], 2u);
+  EXPECT_EQ(counts["shared_msg"], 1u);  // the default domain
+}
+
 // Issue 9 item 4: NVIDIA's nvtx_benchmark kept 323 k of 31.8 M ranges and 2,000,000 fast pairs
 // were counted as 16,384. Every one must be counted, however fast.
 TEST_F(NvtxHostile, TwoMillionFastPairsAreCountedExactly) {

@@ -95,8 +95,24 @@ TEST(Recorder, FullRingLosesSamplesNotRanges) {
   EXPECT_EQ(s.max_ns, 5);
   EXPECT_TRUE(s.median_from_sample);
   EXPECT_EQ(w.dropped.ring_full, 0u);
-  EXPECT_EQ(w.dropped.occurrences_sampled, cap + 7 - 10);  // 7 never sampled, the rest not kept
+  EXPECT_EQ(w.dropped.occurrences_sampled, cap + 7 - 10);  // stored: the reservoir's 10
   EXPECT_EQ(r.close_window(20, {}).dropped.occurrences_sampled, 0u);  // a delta, not a total
+}
+
+// A hot section must not starve a rare one of samples (it used to fill the thread's ring).
+TEST(Recorder, RareSectionKeepsItsSampleNextToAHotOne) {
+  NameTable names("", 10);
+  uint32_t hot = names.intern(nullptr, "", "hot")->id;
+  uint32_t rare = names.intern(nullptr, "", "rare")->id;
+  Recorder r(names, 100, 0, 0);
+  ThreadBuffer* t = r.register_thread(1);
+  for (int i = 0; i < 100000; ++i) t->add(rec(hot, 0, 1));
+  t->add(rec(rare, 0, 7));
+  WindowSnapshot w = r.close_window(10, {});
+  const SectionWindowStats& s = w.sections[0].name == "rare" ? w.sections[0] : w.sections[1];
+  EXPECT_EQ(s.name, "rare");
+  EXPECT_EQ(s.dur_ns, (std::vector<int64_t>{7}));
+  EXPECT_FALSE(s.median_from_sample);
 }
 
 TEST(Recorder, ConcurrentProducerIsCountedExactlyAcrossWindows) {
