@@ -304,5 +304,15 @@ TEST_F(Cupti, TorchProfilerStarvesItsWindowsThenLaggardTakesTheActivityApiBack) 
   EXPECT_TRUE(problem) << rep["problems"].dump();
 }
 
+// Issue 9 item 9: a second libcupti appearing later (say PyTorch's wheel copy) is warned about once.
+TEST_F(Cupti, ASecondLibcuptiLoadedLaterIsWarnedAboutOnce) {
+  fs::copy_file(kFakeCuda, dir + "/libcupti.so.12");
+  ProcessResult r = app({"--steps", "8", "--step-ms", "30", "--late-library", dir + "/libcupti.so.12"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string expect = "a second libcupti is loaded in this process (" + fs::canonical(dir + "/libcupti.so.12").string();
+  EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+}
+
 }  // namespace
 }  // namespace laggard::test
