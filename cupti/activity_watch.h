@@ -14,6 +14,12 @@
 // capture off after taking, so laggard can take the activity API back without disturbing it.
 // Clients that bind libcupti otherwise (static CUPTI, dlsym on their own handle) are not seen;
 // the starved-window check in GpuCapture covers them.
+//
+// Per-subscriber activity buffers: CUDA 13.0's headers (the ones laggard builds against) have
+// none; NVIDIA's CUPTI 13.4 guide ("Legacy Initialization (CUDA 13.2 and earlier)") says CUPTI
+// 13.2 and older, or drivers before r610, limit activity tracing to one subscriber, and the
+// cupti-python 13.5 release notes list per-subscriber ("v2") Activity APIs. Using them needs
+// those headers; until then this watch is how laggard shares the process-wide API.
 #pragma once
 
 #include <cupti.h>

@@ -139,8 +139,10 @@ void attach_locked(SourceState& st, const char* trigger) {
       return Accept::use;
     }
     if (cap->attach_result() == CUPTI_ERROR_NOT_INITIALIZED) {
-      *why = "CUPTI_ERROR_NOT_INITIALIZED (needs a newer driver than CUDA " + std::to_string(lo.driver_version / 1000) +
-             "." + std::to_string(lo.driver_version % 1000 / 10) + "?)";
+      *why = "CUPTI_ERROR_NOT_INITIALIZED";
+      if (lo.driver_version)
+        *why += " (needs a newer driver than CUDA " + std::to_string(lo.driver_version / 1000) + "." +
+                std::to_string(lo.driver_version % 1000 / 10) + "?)";
       return Accept::next;
     }
     return Accept::use;  // with the error: another candidate would fail the same way

@@ -148,8 +148,11 @@ ClockCheck GpuCapture::check_clock(const ClockSync& now) {
   const ClockSync prev = last_point_;
   if (now.gpu == 0) return c;
   last_point_ = now;
-  if (prev.gpu == 0 || now.epoch_ns - prev.epoch_ns < 20'000'000) return c;  // too short to tell
-  double rate = (double(now.gpu) - double(prev.gpu)) / double(now.epoch_ns - prev.epoch_ns);
+  const int64_t interval = now.epoch_ns - prev.epoch_ns;
+  if (prev.gpu == 0 || interval < 20'000'000) return c;  // too short to tell
+  // Brackets too wide for this interval (the measuring thread was preempted): no verdict.
+  if (double(prev.uncertainty_ns + now.uncertainty_ns) > ClockCheck::kTolerance / 4 * double(interval)) return c;
+  double rate = (double(now.gpu) - double(prev.gpu)) / double(interval);
   auto near = [](double a, double b) { return b > 0 && std::abs(a / b - 1.0) <= ClockCheck::kTolerance * 10; };
   const double before = last_rate_;
   last_rate_ = rate;

@@ -5,7 +5,7 @@
 //
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
 //                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
-//                         [--nvtx-first] [--autograd-thread] [--profiler-steps A:B]
+//                         [--nvtx-first] [--autograd-thread] [--profiler-steps A:B] [--late-library PATH]
 //
 // Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
 // then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
@@ -18,6 +18,7 @@
 // callbacks stay). Kineto is linked against libcupti, so its calls bind by symbol lookup: here
 // dlsym(RTLD_DEFAULT), which finds a preloaded library's definitions first, as the dynamic
 // linker would. Prints "profiler records=N" at the end.
+// --late-library PATH dlopens PATH halfway through the steps (a second libcupti appearing late).
 #include <cupti.h>
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   double step_ms = 30, slow_factor = 1, wait_ms = 0;
   bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
   int profiler_from = -1, profiler_to = -1;
+  std::string late_library;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-init") init = false;
     else if (a == "--nvtx-first") nvtx_first = true;
     else if (a == "--autograd-thread") autograd_thread = true;
+    else if (a == "--late-library") late_library = next();
     else if (a == "--profiler-steps") {
       if (std::sscanf(next(), "%d:%d", &profiler_from, &profiler_to) != 2) usage("--profiler-steps A:B");
     }
@@ -147,6 +150,8 @@ int main(int argc, char** argv) {
   for (int s = 0; s < steps; ++s) {
     if (s == profiler_from) profiler_start();
     if (s == profiler_to) profiler_stop();
+    if (s == steps / 2 && !late_library.empty() && !dlopen(late_library.c_str(), RTLD_NOW | RTLD_LOCAL))
+      usage(dlerror());
     push("step");
     push("forward");
     for (int k = 0; k < kernels; ++k, ++fwd) launch("fwd_gemm", 64, 256, 100'000, 0);

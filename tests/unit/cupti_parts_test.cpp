@@ -1,9 +1,11 @@
 // The pieces under GpuCapture: correlation table, buffer pool, record parser, loader search.
 #include <gtest/gtest.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "activity_parser.h"
@@ -291,6 +293,29 @@ TEST(CuptiLoader, MovesOnToTheNextCandidateWhenCuptiIsNotInitialized) {
   });
   EXPECT_EQ(none.api, nullptr);
   EXPECT_NE(none.error.find("libcupti.so.12: CUPTI_ERROR_NOT_INITIALIZED"), std::string::npos) << none.error;
+}
+
+TEST(CuptiLoader, DiscoversTheDriverVersionCudartAndWheelsFromLoadedLibraries) {
+  laggard::testing::TempDir dir("laggard-cupti-discover");
+  namespace fs = std::filesystem;
+  fs::path sp = dir.path / "venv/lib/python3.12/site-packages";
+  fs::create_directories(sp / "nvidia/cuda_runtime/lib");
+  fs::create_directories(sp / "nvidia/cuda_cupti/lib");
+  fs::create_directories(dir.path / "driver");
+  // Copies of the fake driver stand in for libcuda.so.1 (cuDriverGetVersion: 13000) and for a
+  // wheel's libcudart; a process using PyTorch from a venv has both loaded.
+  fs::copy_file(LAGGARD_FAKE_CUDA, dir.path / "driver/libcuda.so.1");
+  fs::copy_file(LAGGARD_FAKE_CUDA, sp / "nvidia/cuda_runtime/lib/libcudart.so.12");
+  ASSERT_NE(dlopen((dir.path / "driver/libcuda.so.1").c_str(), RTLD_NOW | RTLD_LOCAL), nullptr) << dlerror();
+  ASSERT_NE(dlopen((sp / "nvidia/cuda_runtime/lib/libcudart.so.12").c_str(), RTLD_NOW | RTLD_LOCAL), nullptr);
+  LoaderOptions o;
+  discover_loaded(o);
+  EXPECT_EQ(o.driver_version, 13000);
+  ASSERT_EQ(o.cudart_dirs.size(), 1u);
+  EXPECT_EQ(o.cudart_dirs[0], (sp / "nvidia/cuda_runtime/lib").string());
+  std::set<std::string> wheels(o.wheel_dirs.begin(), o.wheel_dirs.end());
+  EXPECT_TRUE(wheels.count((sp / "nvidia/cuda_cupti/lib").string())) << o.wheel_dirs.size();
+  EXPECT_TRUE(wheels.count((sp / "nvidia/cuda_runtime/lib").string()));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -244,6 +245,57 @@ TEST(GpuFile, MalformedGpuColumnsLeaveOutTheWindow) {
   ASSERT_FALSE(m.problems.empty());
   EXPECT_EQ(m.problems[0].kind, "invalid_value");
   EXPECT_NE(m.problems[0].message.find("dur_ns"), std::string::npos) << m.problems[0].message;
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 9 items 7, 9, 10: schema v4 CUPTI fields, and what the report makes of them.
+TEST(GpuFile, StarvedWindowsAndClockProblemsAreProblemsAndTheStatusIsNotOn) {
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu1").string();
+  laggard::SegmentWriter w(dir, info(), 30);
+  laggard::WindowSnapshot a = gpu_window();
+  a.gpu.launches = 9;
+  a.gpu.starved = "libtorch_cuda.so held the CUPTI activity API (its own buffer callbacks): 0 records for 9 launches";
+  a.gpu.clock_ticks_per_ns = 2.5;
+  a.gpu.clock_problem = "CUPTI's clock changed during this window";
+  a.gpu_status.cupti = "starved: " + a.gpu.starved;
+  a.gpu_status.version = 130001;
+  ASSERT_EQ(w.write(a, a.dropped, false, 0), "");
+  laggard::WindowSnapshot b = gpu_window();  // taken back: "on" again in the header
+  b.index = 1;
+  b.start_ns += 1'000'000'000;
+  b.end_ns += 1'000'000'000;
+  b.gpu.launches = 3;
+  b.gpu_status.version = 130001;
+  ASSERT_EQ(w.write(b, b.dropped, true, 0), "");
+
+  std::ifstream in(dir + "/rank00000-42-seg0000.json");
+  nlohmann::json f = nlohmann::json::parse(in);
+  EXPECT_EQ(f["capture"]["cupti_version"], 130001);
+  const nlohmann::json& g0 = f["windows"][0]["gpu"];
+  EXPECT_EQ(g0["launches"], 9);
+  EXPECT_EQ(g0["clock_ticks_per_ns"], 2.5);
+  EXPECT_TRUE(g0.contains("starved"));
+  EXPECT_TRUE(g0.contains("clock_problem"));
+  const nlohmann::json& g1 = f["windows"][1]["gpu"];
+  EXPECT_FALSE(g1.contains("starved"));  // optional: absent when there is nothing to say
+  EXPECT_FALSE(g1.contains("clock_ticks_per_ns"));
+
+  using namespace laggard::report;
+  RunModel m = read_run(dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  const RankData& r = m.ranks[0];
+  EXPECT_EQ(r.windows[0].gpu_launches, 9u);
+  EXPECT_NE(r.windows[0].gpu_starved, "");
+  EXPECT_EQ(r.windows[1].gpu_starved, "");
+  EXPECT_EQ(r.cupti_status.rfind("starved in 1 of 2 windows: libtorch_cuda.so", 0), 0u) << r.cupti_status;
+  std::set<std::string> kinds;
+  for (const Problem& p : m.problems) kinds.insert(p.kind);
+  EXPECT_TRUE(kinds.count("gpu_starved"));
+  EXPECT_TRUE(kinds.count("gpu_clock"));
 }
 
 }  // namespace
