@@ -60,6 +60,8 @@ struct Runtime {
   // application that closes every fd >= 3 (daemons, launchers) cannot take it away, and the
   // library never reads or writes a descriptor that has become the application's.
   std::atomic<uint32_t> wake_word{0};
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+                "the futex word is the atomic's storage");
   // What exit and SIGTERM/SIGINT may still wait for flushes, in total (LAGGARD_EXIT_WAIT_S):
   // a hung output file system delays the application by at most this much.
   std::atomic<int64_t> exit_wait_left_ns{0};

@@ -52,7 +52,7 @@ std::string make_dirs(const std::string& path) {
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "'" + path + "' is not a directory";
+    return "cannot create directory '" + path + "': a file of that name is there";
   return "";
 }
 

@@ -118,6 +118,17 @@ TEST_F(HostSafety, ARunDirectoryPlantedAsASymlinkIsNotWrittenThrough) {
   EXPECT_NE(with.err.find("symbolic link"), std::string::npos) << with.err;
 }
 
+TEST_F(HostSafety, ARunDirectoryOfAnotherUserIsNotWrittenInto) {
+  fs::create_directories(run_dir());
+  if (chown(run_dir().c_str(), 65534, 65534) != 0) GTEST_SKIP() << "needs root to give the directory away";
+  ProcessResult with = run_process({kDemo, "--steps", "5"}, preloaded());
+  ProcessResult without = run_process({kDemo, "--steps", "5"}, plain());
+  EXPECT_EQ(with.exit_code, without.exit_code);
+  EXPECT_EQ(with.out, without.out);
+  EXPECT_TRUE(fs::is_empty(run_dir()));  // was: written into
+  EXPECT_NE(with.err.find("belongs to another user"), std::string::npos) << with.err;
+}
+
 TEST_F(HostSafety, DirectoriesAre0755AndFiles0644UnderTheUmask) {
   mode_t old = umask(0);  // children inherit it; the widest case
   ProcessResult r = run_process({kDemo, "--steps", "3"}, preloaded());
