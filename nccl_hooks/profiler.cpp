@@ -213,9 +213,11 @@ void* Profiler::start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_star
   if (!kernel_seen_.load(std::memory_order_relaxed)) kernel_seen_.store(true, std::memory_order_relaxed);
   uint64_t bit = uint64_t{1} << channel;
   // One clock read per op: the first channel's callback (NCCL's proxy starts every channel
-  // before it stops any, transport/profiler.cc).
-  if (s->chan_started.fetch_or(bit, std::memory_order_acq_rel) == 0)
-    s->chan_host_start.store(mono_ns(), std::memory_order_relaxed);
+  // before it stops any, transport/profiler.cc). A plain load first: fetch_or whose result is
+  // used costs a compare-exchange loop on x86, and two proxies racing here both store a time.
+  const bool first = s->chan_started.load(std::memory_order_relaxed) == 0;
+  s->chan_started.fetch_or(bit, std::memory_order_acq_rel);
+  if (first) s->chan_host_start.store(mono_ns(), std::memory_order_relaxed);
   if (gpu_start) atomic_min(s->gpu_start, gpu_start);
   uint32_t gen = static_cast<uint32_t>(reinterpret_cast<uint64_t>(parent) >> 32);
   return encode(kTagKernel, channel, static_cast<uint32_t>(s - slots_.get()), gen);

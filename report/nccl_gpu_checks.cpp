@@ -18,13 +18,13 @@ std::vector<Collective*> with_gpu_times(RankData& r) {
   return ops;
 }
 
-// 10th percentile of v (changed in place): near the smallest proxy delay, yet robust to the few
-// bad values being looked for. (A quartile would flag the prompt reads of a proxy that is
-// usually behind: the slow rank, whose samples must not be lost.)
-int64_t low_quantile(std::vector<int64_t>& v) {
-  auto q = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 10);
-  std::nth_element(v.begin(), q, v.end());
-  return *q;
+// The second smallest of v (changed in place): the proxy's most prompt reads nearby, yet robust
+// to one bad neighbour. (A quantile would flag the prompt reads of a proxy whose lag grows or
+// shrinks: the slow rank's, whose samples must not be lost. Runs of bad values are caught by
+// the order check instead.)
+int64_t second_smallest(std::vector<int64_t>& v) {
+  std::nth_element(v.begin(), v.begin() + 1, v.end());
+  return v[1];
 }
 
 // GPU times later than the callback that reported them, against the proxy's usual delay around
@@ -41,7 +41,7 @@ void flag_after_callback(std::vector<Collective*> ops, HostOf host_of, GpuOf gpu
   // is below one side only. Ops without enough neighbours on either side are not judged.
   auto baseline = [&](ptrdiff_t from, ptrdiff_t to) {  // [from, to)
     side.assign(delay.begin() + std::max<ptrdiff_t>(0, from), delay.begin() + std::min(n, to));
-    return side.size() >= 4 ? std::optional<int64_t>(low_quantile(side)) : std::nullopt;
+    return side.size() >= 4 ? std::optional<int64_t>(second_smallest(side)) : std::nullopt;
   };
   for (ptrdiff_t i = 0; i < n; ++i) {
     std::optional<int64_t> before = baseline(i - o.neighbours, i), after = baseline(i + 1, i + 1 + o.neighbours);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <map>
+
 #include <fmt/format.h>
 
 namespace laggard::report {
@@ -36,6 +38,11 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
   out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
                      "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
                      rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
+  // What NCCL did with the plugin, ranks grouped by it.
+  std::map<std::string, std::vector<int>> by_plugin;
+  for (const CommRankStats& r : rep.ranks) by_plugin[r.nccl_plugin].push_back(r.rank);
+  for (const auto& [status, ranks] : by_plugin)
+    out << fmt::format("  Plugin: {} (ranks {})\n", status, join(ranks));
   for (const CommSummary& c : rep.comms)
     if (c.seq_gaps)
       out << fmt::format("  comm {}: {} sequence numbers never seen (collectives the plugin cannot see, or dropped)\n",
