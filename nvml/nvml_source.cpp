@@ -2,6 +2,7 @@
 // starts, sample on the flush thread about once a second, hand each window its summary.
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 #include "clock.h"
 #include "gpu_health.h"
@@ -15,26 +16,41 @@ namespace {
 constexpr int64_t kSampleEveryNs = 1'000'000'000;
 
 std::atomic<GpuHealth*> g_health{nullptr};  // never freed: the flush thread may still use it
+std::atomic<bool> g_wanted{false};
+int g_local_rank = 0;                       // set before g_wanted
+bool g_tried = false;                       // flush thread only
 int64_t g_next_sample = 0;                  // flush thread only
 
+// On the activating (application) thread: only decide; loading NVML (nvmlInit can take a while
+// on a big machine) happens on the flush thread.
 void on_activate() {
   const char* off = std::getenv("LAGGARD_NVML");
   if (off && (std::string(off) == "0" || std::string(off) == "off")) return;
   const FileInfo* fi = active_file_info();
+  g_local_rank = fi && fi->local_rank >= 0 ? fi->local_rank : 0;
+  g_wanted.store(true, std::memory_order_release);
+}
+
+GpuHealth* load_once() {
+  g_tried = true;
   auto* h = new GpuHealth();
   std::string why = h->load();
-  if (why.empty()) h->choose_devices(std::getenv("CUDA_VISIBLE_DEVICES"), fi ? fi->local_rank : 0);
+  if (why.empty()) h->choose_devices(std::getenv("CUDA_VISIBLE_DEVICES"), g_local_rank);
   if (!why.empty() || !h->active()) {
     log_info("no GPU health telemetry: %s", why.empty() ? "NVML sees no GPU for this rank" : why.c_str());
-    return;  // h is leaked on purpose: NVML stays loaded, nothing else is kept
+    return nullptr;  // h is leaked on purpose: NVML stays loaded, nothing else is kept
   }
   g_health.store(h, std::memory_order_release);
   log_info("GPU health telemetry on (NVML, 1 sample per second)");
+  return h;
 }
 
 void on_tick() {
   GpuHealth* h = g_health.load(std::memory_order_acquire);
-  if (!h) return;
+  if (!h) {
+    if (g_tried || !g_wanted.load(std::memory_order_acquire)) return;
+    if (!(h = load_once())) return;
+  }
   int64_t now = mono_ns();
   if (now < g_next_sample) return;
   g_next_sample = now + kSampleEveryNs;

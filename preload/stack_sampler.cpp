@@ -62,7 +62,7 @@ struct Unwind {
   int (*get_proc_name)(unw_cursor_t*, char*, size_t, unw_word_t*) = nullptr;
   int (*getcontext)(unw_context_t*) = nullptr;
 };
-Unwind g_unw;  // set once in arm(), before the handler is installed
+Unwind g_unw;  // set in arm(), before the handler is installed; cleared when libunwind is missing
 #endif
 
 uint32_t gettid_raw() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
@@ -223,12 +223,13 @@ bool StackSampler::choose_signal(int forced_signal) {
   return false;
 }
 
-void StackSampler::arm(int forced_signal, int64_t epoch_offset_ns) {
+void StackSampler::arm(int forced_signal, int64_t epoch_offset_ns, const std::string& library) {
   epoch_offset_ns_ = epoch_offset_ns;
 #ifdef LAGGARD_HAVE_LIBUNWIND
-  void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  g_unw = Unwind{};
   if (!h) {
-    unwinder_ = "unavailable: libunwind.so.8 not found (install libunwind8)";
+    unwinder_ = "unavailable: " + library + " not found (install libunwind8)";
   } else {
     Unwind u;
     u.init_local2 = reinterpret_cast<decltype(u.init_local2)>(dlsym(h, LAGGARD_STR(unw_init_local2)));
@@ -237,7 +238,7 @@ void StackSampler::arm(int forced_signal, int64_t epoch_offset_ns) {
     u.get_proc_name = reinterpret_cast<decltype(u.get_proc_name)>(dlsym(h, LAGGARD_STR(unw_get_proc_name)));
     u.getcontext = reinterpret_cast<decltype(u.getcontext)>(dlsym(h, LAGGARD_STR(unw_tdep_getcontext)));
     if (!u.init_local2 || !u.step || !u.get_reg || !u.get_proc_name || !u.getcontext) {
-      unwinder_ = "unavailable: libunwind.so.8 lacks unw_init_local2 (need libunwind >= 1.3)";
+      unwinder_ = "unavailable: " + library + " lacks unw_init_local2 (need libunwind >= 1.3)";
     } else {
       g_unw = u;
       unwinder_ = "libunwind";
@@ -250,6 +251,7 @@ void StackSampler::arm(int forced_signal, int64_t epoch_offset_ns) {
     }
   }
 #else
+  (void)library;
   unwinder_ = "unavailable: laggard was built without libunwind headers";
 #endif
   (void)forced_signal;

@@ -27,7 +27,8 @@ class StackSampler {
  public:
   // Once, on the watchdog thread: loads libunwind, chooses and installs the signal.
   // forced_signal: LAGGARD_HANG_SIGNAL (0: choose). Returns the unwinder status for reports.
-  void arm(int forced_signal, int64_t epoch_offset_ns);
+  // unwinder: the libunwind file to dlopen.
+  void arm(int forced_signal, int64_t epoch_offset_ns, const std::string& unwinder = "libunwind.so.8");
 
   int signal() const { return signal_; }
   const std::string& unwinder() const { return unwinder_; }

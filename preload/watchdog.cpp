@@ -78,6 +78,7 @@ HangConfig parse_hang_config(const Env& env, std::vector<std::string>* warnings)
     if (parse_int(v, SIGRTMIN, SIGRTMAX, &sig)) c.signal = static_cast<int>(sig);
     else bad("LAGGARD_HANG_SIGNAL", v, "a real-time signal number, SIGRTMIN..SIGRTMAX", "the highest free one");
   }
+  if (const char* v = env("LAGGARD_HANG_UNWINDER"); v && *v) c.unwinder = v;
   return c;
 }
 
@@ -120,7 +121,7 @@ void Watchdog::tick(int64_t now) {
 
 HangReport Watchdog::build_report(int64_t now) {
   if (!armed_) {
-    sampler_.arm(cfg_.signal, rank_.epoch_offset_ns);
+    sampler_.arm(cfg_.signal, rank_.epoch_offset_ns, cfg_.unwinder);
     armed_ = true;
   }
   HangReport r;

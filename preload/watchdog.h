@@ -20,6 +20,7 @@ struct HangConfig {
   double repeat_s = 300;      // LAGGARD_HANG_REPEAT_S: at most one report per this while stalled
   int signal = 0;             // LAGGARD_HANG_SIGNAL: real-time signal for stacks (0: choose)
   double thread_timeout_s = 0.2;  // how long one thread may take to answer
+  std::string unwinder = "libunwind.so.8";  // LAGGARD_HANG_UNWINDER: libunwind file to dlopen
 };
 
 // Never fails: bad values become warnings and defaults.

@@ -14,12 +14,13 @@ constexpr double kHangS = 1.0, kFlushS = 0.2;
 
 class Hang : public Scratch {
  protected:
-  ProcessResult run_hang_demo(const std::vector<std::string>& args) {
+  ProcessResult run_hang_demo(const std::vector<std::string>& args, const std::string& unwinder = "") {
     std::vector<std::string> argv = {kLaggard, "run", "--nproc", "4", "--flush-s", std::to_string(kFlushS),
                                      "--out", out(), "--", kHangDemo};
     argv.insert(argv.end(), args.begin(), args.end());
     ProcessOptions o = clean_env();
     o.env["LAGGARD_HANG_S"] = std::to_string(kHangS);
+    if (!unwinder.empty()) o.env["LAGGARD_HANG_UNWINDER"] = unwinder;
     return run_process(argv, o);
   }
   std::vector<fs::path> hang_files() const {
@@ -69,6 +70,26 @@ TEST_F(Hang, StuckRankFunctionAndSectionAreNamed) {
   nlohmann::json rep = report();
   ASSERT_TRUE(rep["hang_reports"].is_object());
   EXPECT_EQ(rep["hang_reports"]["behind"], nlohmann::json::array({1}));
+}
+
+TEST_F(Hang, WithoutLibunwindTheRunGoesOnAndSectionsStillNameTheStuckRank) {
+  ProcessResult r = run_hang_demo({"--stuck-rank", "2", "--hold-s", "3"}, "/nonexistent/libunwind.so.8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<fs::path> files = hang_files();
+  ASSERT_EQ(files.size(), 4u) << r.err;
+  nlohmann::json one = nlohmann::json::parse(read_file(files[0]));
+  EXPECT_EQ(one["unwinder"].get<std::string>().rfind("unavailable", 0), 0u) << one["unwinder"];
+  for (const auto& t : one["threads"]) {
+    EXPECT_TRUE(t["frames"].empty());
+    if (t["main"] == true) {
+      EXPECT_EQ(t["status"], "no_unwinder");
+      EXPECT_EQ(t["sections"].size(), 2u);  // step > data_load or step > allreduce
+    }
+  }
+  ProcessResult s = run_process({kLaggard, "stacks", out(), "--format", "json"}, clean_env());
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  nlohmann::json j = nlohmann::json::parse(s.out);
+  EXPECT_EQ(j["behind"], nlohmann::json::array({2}));
 }
 
 TEST_F(Hang, LongSectionsThatProgressInsideGiveNoReport) {
