@@ -489,7 +489,8 @@ void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
 }
 
 // NCCL: ranks that arrive last at a communicator's collectives persistently. Joined to the
-// rank's finding when there is one (it usually says why), else a finding of its own.
+// rank's finding when there is one (it usually says why), else a finding of its own when no
+// per-kernel GPU records could judge the rank's lateness.
 void add_comm_findings(const VerdictContext& c, FindingSet& out) {
   const size_t nranks = c.model.ranks.size();
   const JitterReport& j = c.jitter;
@@ -514,6 +515,9 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
         }
       continue;
     }
+    // With per-kernel GPU records the lateness signal has already judged every rank's arrival
+    // against the run's noise; "last" by a 20 us margin alone is no evidence among 64 noisy ranks.
+    if (j.available && !j.matrix.empty()) continue;
     // What the others waited per collective must be material to the job, as for every finding.
     if (c.step_ns > 0 && per_op < c.criteria.min_excess_ns) continue;
     Finding f;
