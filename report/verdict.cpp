@@ -438,8 +438,60 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
   }
 }
 
+// Report windows in which the rank's NVRx relative score of a section was below the threshold,
+// with the lowest score and the median it had there.
+struct WindowDip {
+  std::vector<int> windows;
+  double score = 1, median_ns = 0;
+};
+
+std::map<std::pair<int, std::string>, WindowDip> window_dips(const ScoreReport& scores) {
+  std::map<std::pair<int, std::string>, WindowDip> dips;
+  for (const WindowScores& w : scores.windows)
+    for (const RankScores& rs : w.ranks)
+      for (const auto& [name, sc] : rs.sections)
+        if (sc.relative && *sc.relative < scores.options.relative_threshold) {
+          WindowDip& d = dips[{rs.rank, name}];
+          d.windows.push_back(w.index);
+          if (*sc.relative < d.score) {
+            d.score = *sc.relative;
+            d.median_ns = sc.median_ns;
+          }
+        }
+  return dips;
+}
+
+// Without per-step evidence, a transient straggler still shows in the per-window NVRx relative
+// scores (issue 10: a rank 2x slower for a third of the run scores 0.50 in those windows while
+// its whole-run score is fine): consecutive windows below the threshold make a finding.
+void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
+  if (per_step_evidence(c)) return;
+  for (const auto& [key, d] : window_dips(c.scores)) {
+    const size_t r = rank_index(c.model, key.first);
+    if (r == c.model.ranks.size() || out.has[r] || longest_run(d.windows) < c.options.min_consecutive_windows)
+      continue;
+    const double impact = d.median_ns * (1 - d.score);
+    if (c.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;
+    Finding f;
+    f.rank = key.first;
+    f.host = c.model.ranks[r].host;
+    f.kind = "transient";
+    f.section = key.second;
+    f.impact_ns = impact;
+    f.evidence["nvtx_window_relative_score"] = d.score;
+    f.evidence["windows_below"] = double(d.windows.size());
+    const std::string cause = nvrx_section_cause(c, r, f.section, impact, f);
+    f.summary = fmt::format("rank {} (host {}) section {} was {:.2f}x slower than the fastest rank in {} report windows "
+                            "(from window {}; NVRx relative score {:.2f} there, CPU time); {}",
+                            f.rank, f.host, f.section, d.score > 0 ? 1 / d.score : 0.0, d.windows.size(),
+                            d.windows.front(), d.score, cause);
+    out.add(std::move(f), r);
+  }
+}
+
 // NCCL: ranks that arrive last at a communicator's collectives persistently. Joined to the
-// rank's finding when there is one (it usually says why), else a finding of its own.
+// rank's finding when there is one (it usually says why), else a finding of its own when no
+// per-kernel GPU records could judge the rank's lateness.
 void add_comm_findings(const VerdictContext& c, FindingSet& out) {
   const size_t nranks = c.model.ranks.size();
   const JitterReport& j = c.jitter;
@@ -464,6 +516,9 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
         }
       continue;
     }
+    // With per-kernel GPU records the lateness signal has already judged every rank's arrival
+    // against the run's noise; "last" by a 20 us margin alone is no evidence among 64 noisy ranks.
+    if (j.available && !j.matrix.empty()) continue;
     // What the others waited per collective must be material to the job, as for every finding.
     if (c.step_ns > 0 && per_op < c.criteria.min_excess_ns) continue;
     Finding f;
@@ -525,6 +580,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   if (model.ranks.size() >= 3) add_section_findings(c, out);
   add_gpu_score_findings(c, out);
   add_nvrx_section_findings(c, out);
+  add_window_score_findings(c, out);
   add_comm_findings(c, out);
   rank_by_cost(out.findings, steps.count());
 

@@ -123,6 +123,33 @@ TEST(Issue10Item10, FirstThirdTwiceSlowerInBackwardReachesTheVerdict) {
   expect_one(verdict_of(s), 3, "backward", 0, 12);
 }
 
+TEST(Issue10Item10, WithoutStepsTheWindowScoresReachTheVerdict) {
+  // No step section (and no NCCL): no per-step evidence, but the per-window NVRx relative
+  // scores of the slow third (0.50) make a transient finding.
+  Spec s = issue13_spec();
+  s.faults = {slow(3, "backward", 2.0, 0, 13)};
+  RunModel m = synth::make_run(s);
+  for (RankData& r : m.ranks)
+    for (CaptureWindow& w : r.windows)
+      std::erase_if(w.sections, [](const SectionWindow& sw) { return sw.name == "step"; });
+  ScoreReport sc = compute_scores(m, {});
+  Analyses a = run_analyses(m, sc, {});
+  ASSERT_EQ(a.steps.count(), 0);
+  ASSERT_EQ(a.verdict.findings.size(), 1u) << dump(a.verdict);
+  const Finding& f = a.verdict.findings[0];
+  EXPECT_EQ(f.rank, 3);
+  EXPECT_EQ(f.section, "backward");
+  EXPECT_EQ(f.kind, "transient");
+  EXPECT_NEAR(f.evidence.at("nvtx_window_relative_score"), 0.5, 0.05);
+  EXPECT_GE(f.evidence.at("windows_below"), 2);
+  // A healthy run without steps stays clean.
+  RunModel h = synth::make_run(issue13_spec(3));
+  for (RankData& r : h.ranks)
+    for (CaptureWindow& w : r.windows)
+      std::erase_if(w.sections, [](const SectionWindow& sw) { return sw.name == "step"; });
+  EXPECT_TRUE(run_analyses(h, compute_scores(h, {}), {}).verdict.findings.empty());
+}
+
 TEST(Issue13, TheBiggerLossRanksFirst) {
   // A 2 ms backward on one rank above a 0.5 ms data-loader blip of 10 steps on another.
   Spec s = issue13_spec();
