@@ -66,6 +66,7 @@ struct GpuActivity {
   uint8_t copy_kind = 0;                  // memcpy direction, CUPTI's CUpti_ActivityMemcpyKind value
   bool nccl = false;                      // an NCCL kernel: communication, not compute
   bool graph = false;                     // launched as part of a CUDA graph
+  uint32_t api_name = StringTable::kNone; // version 4, imported traces: the launching call ("cudaLaunchKernel")
 };
 
 // Per window, per (section, kernel name, grid, block): what GPU scores are computed from.
@@ -110,6 +111,9 @@ struct CaptureWindow {
   std::vector<KernelWindowStats> kernel_stats;
   std::vector<GpuActivity> gpu;
   bool gpu_sampled = false;
+  // Version 4, imported Kineto traces: events on a stream that are not GPU activity (CUDA syncs,
+  // CPU ops carrying a stream argument), which HTA counts as GPU time; only --hta-compatible uses them.
+  std::vector<GpuActivity> stream_events;
   // NCCL (profiler plugin).
   std::vector<Collective> collectives;
 };
@@ -132,6 +136,7 @@ struct RankData {
   std::string cupti_status;         // "on", "off: why", "idle: ..." (empty: schema_version 1)
   std::vector<CaptureWindow> windows;  // sorted by index
   std::vector<std::string> files;
+  int64_t import_time_base_ns = -1;  // version 4, imported Kineto trace: its baseTimeNanoseconds (0: none); -1: not imported
 };
 
 struct Problem {

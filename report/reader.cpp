@@ -22,7 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 3;
+constexpr int kMinSchema = 1, kMaxSchema = 4;
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();
@@ -68,6 +68,7 @@ struct Segment {
   std::vector<CaptureWindow> windows;
   int64_t gpu_clock_offset_ns = 0;
   std::string cupti_status;
+  int64_t import_time_base_ns = -1;
 };
 
 template <class T>
@@ -138,6 +139,8 @@ Segment parse_segment(const fs::path& path, StringTable& strings) {
     s.nvtx_status = get_or<std::string>(*it, "nvtx", "");
     s.cupti_status = get_or<std::string>(*it, "cupti", "");
   }
+  if (auto it = j.find("import"); it != j.end() && it->is_object())
+    s.import_time_base_ns = get_or<int64_t>(*it, "time_base_ns", 0);
   if (auto it = j.find("clock"); it != j.end()) s.gpu_clock_offset_ns = get_or<int64_t>(*it, "gpu_offset_ns", 0);
   s.dropped = read_counts(j.value("dropped", json::object()));
   for (const json& w : j.at("windows")) {
@@ -242,6 +245,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     r.nvtx_status = last.nvtx_status;
     r.cupti_status = last.cupti_status;
     r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
+    r.import_time_base_ns = last.import_time_base_ns;
     r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
     std::set<uint64_t> seen;
     for (Segment* s : segs) {
@@ -283,10 +287,20 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
                                                 : *sizes.rbegin();
   std::set<int> present;
   for (const auto& r : model.ranks) present.insert(r.rank);
-  for (int rank = 0; rank < model.world_size; ++rank)
-    if (!present.count(rank))
+  for (int rank = 0; rank < model.world_size; ++rank) {
+    if (present.count(rank)) continue;
+    int last = rank;
+    while (last + 1 < model.world_size && !present.count(last + 1)) ++last;
+    if (last - rank >= 2) {  // a run of missing ranks (e.g. 2 imported ranks of a 128-rank job): one entry
       model.problems.push_back({"missing_rank", rank, "",
-                                fmt::format("rank {} wrote no readable file (world size {})", rank, model.world_size)});
+                                fmt::format("ranks {}-{} ({} ranks) wrote no readable file (world size {})", rank,
+                                            last, last - rank + 1, model.world_size)});
+      rank = last;
+      continue;
+    }
+    model.problems.push_back({"missing_rank", rank, "",
+                              fmt::format("rank {} wrote no readable file (world size {})", rank, model.world_size)});
+  }
 
   int64_t run_start = INT64_MAX;
   for (const auto& r : model.ranks) run_start = std::min(run_start, r.process_start_ns);
