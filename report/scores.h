@@ -73,6 +73,9 @@ struct ScoreReport {
   std::vector<WindowScores> windows;
   std::vector<SectionSummary> sections;
   std::vector<Straggler> stragglers;   // worst first
+  // NVRx flags a rank in each report window in which it is slow: sections whose whole-run score is
+  // fine but some windows' is not (score: the lowest window score; windows: those below threshold).
+  std::vector<Straggler> window_stragglers;
 };
 
 ScoreReport compute_scores(const RunModel& model, const ScoreOptions& options);
