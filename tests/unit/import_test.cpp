@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "import_command.h"
 #include "import_kineto.h"
 #include "import_nsys.h"
 #include "reader.h"
@@ -302,4 +303,25 @@ TEST(ImportKineto, TraceCommandWorksOnImportedRun) {
   }
   EXPECT_EQ(kernels, 1154u + 1104u - 20u);  // the 20 NCCL kernels have a category of their own
   EXPECT_EQ(ranges, 73u + 65u);
+}
+
+// The command: each bad input is named with its reason, the rest is imported; exit 1 when some
+// input was skipped, 2 when nothing was imported.
+TEST(ImportCommand, BadInputIsSkippedWithOneLineAndTheRestImported) {
+  REQUIRE_TRACE(kHta + "/trace_file_list/inference_rank_1.json.gz");
+  laggard::testing::TempDir tmp;
+  spit(tmp.path / "not-kineto.json", R"({"hello": "world"})");
+  laggard::cli::ImportOptions o;
+  o.format = "kineto";
+  o.inputs = {kHta + "/trace_file_list/inference_rank_1.json.gz", (tmp.path / "not-kineto.json").string()};
+  o.out = (tmp.path / "run").string();
+  std::ostringstream out, err;
+  EXPECT_EQ(laggard::cli::import_command(o, out, err), 1);
+  EXPECT_NE(err.str().find("not-kineto.json: not a Kineto trace"), std::string::npos) << err.str();
+  EXPECT_NE(out.str().find("rank 1 (distributedInfo.rank)"), std::string::npos) << out.str();
+  EXPECT_EQ(read_run(o.out).ranks.size(), 1u);
+
+  o.inputs = {(tmp.path / "not-kineto.json").string()};
+  o.out = (tmp.path / "run2").string();
+  EXPECT_EQ(laggard::cli::import_command(o, out, err), 2);
 }
