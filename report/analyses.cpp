@@ -10,6 +10,7 @@ Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const An
   a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
   a.jitter = analyze_jitter(model, a.steps, opt.jitter);
   a.breakdown = analyze_breakdown(model, a.steps, opt.breakdown);
+  if (opt.hta_compatible) a.hta = analyze_hta(model, opt.hta);
   a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm);
   return a;
 }

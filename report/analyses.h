@@ -2,11 +2,13 @@
 // so the text and JSON renderers show the same thing.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "breakdown.h"
 #include "comm_analysis.h"
 #include "gpu_scores.h"
+#include "hta_compat.h"
 #include "jitter.h"
 #include "scores.h"
 #include "steps.h"
@@ -19,6 +21,8 @@ struct AnalysisOptions {
   JitterOptions jitter;
   BreakdownOptions breakdown;
   VerdictOptions verdict;
+  bool hta_compatible = false;  // also compute HTA's own numbers (--hta-compatible)
+  HtaOptions hta;
 };
 
 struct Analyses {
@@ -28,6 +32,7 @@ struct Analyses {
   JitterReport jitter;
   BreakdownReport breakdown;
   Verdict verdict;
+  std::optional<HtaReport> hta;  // with AnalysisOptions::hta_compatible
 };
 
 // gpu, comm: computed with `scores` beforehand (they add GPU and comm stragglers to it).

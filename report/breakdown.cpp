@@ -86,12 +86,12 @@ IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kerne
       int64_t gs = std::max(prev.end_ns, lo), ge = std::min(next.start_ns, hi);
       if (ge <= gs) continue;
       double gap = double(ge - gs);
-      if (next.start_ns - prev.end_ns < kernel_wait_ns) {
-        s.kernel_wait_ns += gap;
-      } else if (next.api_end_ns) {
-        double host = std::clamp<double>(double(next.api_end_ns - gs), 0.0, gap);
+      if (next.api_end_ns && next.api_end_ns > gs) {  // host wait is tested first, as HTA does
+        double host = std::min<double>(double(next.api_end_ns - gs), gap);
         s.host_wait_ns += host;
         s.other_ns += gap - host;
+      } else if (next.start_ns - prev.end_ns < kernel_wait_ns) {
+        s.kernel_wait_ns += gap;
       } else {
         s.other_ns += gap;
       }

@@ -1,10 +1,12 @@
 // Holistic Trace Analysis (HTA) breakdowns, from the per-kernel GPU records:
 //  - temporal: compute / communication / memory / idle share of the profiled time. Overlaps
 //    count once, in that priority (compute, then communication, then memory);
-//  - idle: gaps between consecutive activities of a stream, split into kernel wait (gap below
-//    kernel_wait_ns: launch-to-launch overhead), host wait (the launch call of the next
-//    activity ended after the stream went idle: the GPU waited for the CPU) and other
-//    (the work was queued yet did not start: syncs, events, dependencies);
+//  - idle: gaps between consecutive activities of a stream, tested in HTA's order: host wait
+//    (the launch call of the next activity ended after the stream went idle: the GPU waited for
+//    the CPU; only that part of the gap, the rest is other), else kernel wait (gap below
+//    kernel_wait_ns, HTA's 30 µs: launch-to-launch overhead), else other (the work was queued yet
+//    did not start: syncs, events, dependencies). HTA instead counts the whole gap as host wait
+//    when the call *started* after the stream went idle; `--hta-compatible` shows HTA's numbers;
 //  - kernel types (COMP / COMM / MEM) and top kernels;
 //  - communication-computation overlap: time computing while communicating / time communicating;
 //  - launch statistics: short kernels (GPU time below the launch call's own time), launch delay
@@ -22,7 +24,7 @@
 namespace laggard::report {
 
 struct BreakdownOptions {
-  int64_t kernel_wait_ns = 30;              // HTA's consecutive_kernel_delay default
+  int64_t kernel_wait_ns = 30'000;          // HTA's consecutive_kernel_delay default: 30 in the trace's unit, µs
   double launch_delay_cutoff_ns = 100'000;  // HTA's launch_delay_cutoff default (100 us)
   double runtime_cutoff_ns = 50'000;        // HTA's runtime_cutoff default (50 us)
   size_t top_kernels = 10;

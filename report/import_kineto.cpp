@@ -196,6 +196,7 @@ class KinetoSax {
   std::string error;
   std::unordered_map<int64_t, ImportedLaunch> launches;  // by correlation id
   std::vector<int64_t> gpu_correlation;                  // parallel to out_.gpu
+  std::vector<int64_t> stream_event_correlation;         // parallel to out_.stream_events
   std::vector<std::pair<size_t, Event>> nccl_kernels;    // index into out_.gpu, args
   uint64_t events = 0, syncs = 0;
 
@@ -314,7 +315,7 @@ class KinetoSax {
       case Cat::memset: add_gpu(c); break;
       case Cat::launch:
         if (ev_.correlation >= 0)
-          launches[ev_.correlation] = {ev_.ts_ns, ev_.ts_ns + ev_.dur_ns, uint32_t(ev_.tid)};
+          launches[ev_.correlation] = {ev_.ts_ns, ev_.ts_ns + ev_.dur_ns, uint32_t(ev_.tid), out_.strings.intern(ev_.name)};
         note_pid();
         break;
       case Cat::annotation:
@@ -327,15 +328,47 @@ class KinetoSax {
         out_.ranges.push_back({out_.strings.intern("gpu::" + ev_.name), ev_.ts_ns, ev_.ts_ns + ev_.dur_ns,
                                uint32_t(ev_.tid)});
         break;
-      case Cat::sync: ++syncs; break;
+      case Cat::sync: add_sync(); break;
       case Cat::other:
         if (ev_.cat == "cpu_op") note_pid();
+        if (ev_.cat == "cpu_op" && ev_.stream >= 0) add_cpu_op_on_stream();
         break;
     }
   }
 
   void note_pid() {
     if (!out_.pid && ev_.pid > 0) out_.pid = long(ev_.pid);
+  }
+
+  // A cuda_sync event with a stream ("Stream Sync", "Stream Wait Event"; Context Sync may carry
+  // stream 4294967295): HTA's temporal breakdown counts it as GPU time, so it is kept apart.
+  // Event Sync / Context Sync with stream -1 are not on a stream and not kept.
+  void add_sync() {
+    if (ev_.stream == -1) return;
+    ++syncs;
+    add_stream_event();
+  }
+
+  // A CPU op with a stream argument (Triton's launcher op has "stream": 0): HTA counts it as a
+  // GPU event; laggard does not, but keeps it for --hta-compatible. Its launch is itself.
+  void add_cpu_op_on_stream() {
+    add_stream_event();
+    GpuActivity& a = out_.stream_events.back();
+    a.api_start_ns = a.start_ns;
+    a.api_end_ns = a.end_ns;
+    stream_event_correlation.back() = -1;
+  }
+
+  void add_stream_event() {
+    GpuActivity a;
+    a.name = out_.strings.intern(ev_.name);
+    a.start_ns = ev_.ts_ns;
+    a.end_ns = ev_.ts_ns + ev_.dur_ns;
+    a.correlation = uint32_t(ev_.correlation < 0 ? 0 : ev_.correlation);
+    a.device = int32_t(ev_.device);
+    a.stream = uint32_t(ev_.stream);
+    out_.stream_events.push_back(a);
+    stream_event_correlation.push_back(ev_.correlation);
   }
 
   void add_gpu(Cat c) {
@@ -358,17 +391,22 @@ class KinetoSax {
   }
 };
 
-void link_launches(KinetoSax& sax, ImportedRank& r) {
-  for (size_t i = 0; i < r.gpu.size(); ++i) {
-    auto it = sax.gpu_correlation[i] >= 0 ? sax.launches.find(sax.gpu_correlation[i]) : sax.launches.end();
-    if (it == sax.launches.end()) {
-      ++r.unmatched_correlation;
+// Returns how many activities found no launch call.
+uint64_t link_launches(const std::unordered_map<int64_t, ImportedLaunch>& launches,
+                       const std::vector<int64_t>& correlation, std::vector<GpuActivity>& acts) {
+  uint64_t unmatched = 0;
+  for (size_t i = 0; i < acts.size(); ++i) {
+    auto it = correlation[i] >= 0 ? launches.find(correlation[i]) : launches.end();
+    if (it == launches.end()) {
+      ++unmatched;
       continue;
     }
-    r.gpu[i].api_start_ns = it->second.start_ns;
-    r.gpu[i].api_end_ns = it->second.end_ns;
-    r.gpu[i].api_tid = it->second.tid;
+    acts[i].api_start_ns = it->second.start_ns;
+    acts[i].api_end_ns = it->second.end_ns;
+    acts[i].api_tid = it->second.tid;
+    acts[i].api_name = it->second.name;
   }
+  return unmatched;
 }
 
 void add_collectives(KinetoSax& sax, ImportedRank& r) {
@@ -393,10 +431,11 @@ void add_collectives(KinetoSax& sax, ImportedRank& r) {
 
 void shift_times(ImportedRank& r, int64_t base) {
   for (auto& x : r.ranges) x.start_ns += base, x.end_ns += base;
-  for (auto& a : r.gpu) {
-    a.start_ns += base, a.end_ns += base;
-    if (a.api_end_ns) a.api_start_ns += base, a.api_end_ns += base;
-  }
+  for (auto* acts : {&r.gpu, &r.stream_events})
+    for (auto& a : *acts) {
+      a.start_ns += base, a.end_ns += base;
+      if (a.api_end_ns) a.api_start_ns += base, a.api_end_ns += base;
+    }
 }
 
 }  // namespace
@@ -426,11 +465,12 @@ ImportedRank import_kineto(const std::string& file, const KinetoOptions& options
     r.rank = options.rank;
     r.rank_source = "--rank";
   }
-  link_launches(sax, r);
+  r.unmatched_correlation = link_launches(sax.launches, sax.gpu_correlation, r.gpu);
+  link_launches(sax.launches, sax.stream_event_correlation, r.stream_events);
   add_collectives(sax, r);
   if (sax.has_base) shift_times(r, sax.base_ns);
+  r.time_base_ns = sax.has_base ? sax.base_ns : 0;
   attribute_sections(r);
-  if (sax.syncs) r.notes.push_back(fmt::format("{} cuda_sync events not imported", sax.syncs));
   if (r.unmatched_correlation)
     r.notes.push_back(fmt::format("{} GPU activities without their launch call in the trace", r.unmatched_correlation));
   return r;

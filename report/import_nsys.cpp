@@ -105,6 +105,12 @@ class Strings {
   std::unordered_map<int64_t, std::string> by_id_;
 };
 
+// nsys names runtime calls with their ABI version: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
+std::string api_name(const std::string& name) {
+  static const std::regex version(R"(_v\d+$)");
+  return std::regex_replace(name, version, "");
+}
+
 const char* kMemcpyNames[] = {"[memcpy]", "[memcpy HtoD]", "[memcpy DtoH]", "[memcpy HtoA]", "[memcpy AtoH]",
                               "[memcpy AtoA]", "[memcpy AtoD]", "[memcpy DtoA]", "[memcpy DtoD]",
                               "[memcpy HtoH]", "[memcpy PtoP]"};
@@ -175,11 +181,13 @@ struct Reader {
 
   void launches() {
     if (!tables.count("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
-    Stmt s(db, select(db, "CUPTI_ACTIVITY_KIND_RUNTIME", {"start", "end", "globalTid", "correlationId"}));
+    Stmt s(db, select(db, "CUPTI_ACTIVITY_KIND_RUNTIME", {"start", "end", "globalTid", "correlationId", "nameId"}));
     while (s.step()) {
       auto it = by_correlation.find(s.i64(3));
       if (it == by_correlation.end()) continue;
+      uint32_t name = s.null(4) ? StringTable::kNone : out.strings.intern(api_name(strings.at(s.i64(4))));
       for (size_t i : it->second) {
+        out.gpu[i].api_name = name;
         GpuActivity& a = out.gpu[i];
         a.api_start_ns = s.i64(0) + epoch;
         a.api_end_ns = s.i64(1) + epoch;

@@ -19,9 +19,8 @@ using nlohmann::json;
 
 namespace {
 
-// Written as schema_version 3: an imported file uses only version 1-3 fields (plus "import",
-// which readers ignore), so every laggard report reads it.
-constexpr int kImportSchemaVersion = 3;
+// Version 4 adds the optional fields of imported traces (docs/schema.md, "Version 4: imported traces").
+constexpr int kImportSchemaVersion = 4;
 
 struct Window {
   int64_t start_ns, end_ns;
@@ -127,7 +126,27 @@ json sections_json(const ImportedRank& r, const std::vector<size_t>& members, co
 const char* kind_name(GpuKind k) { return k == GpuKind::memcpy ? "memcpy" : k == GpuKind::memset ? "memset" : "kernel"; }
 
 // One window's gpu object: string table, per-kernel statistics and columnar records.
-json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, int64_t window_start) {
+template <class Str>
+json stream_events_json(const ImportedRank& r, const std::vector<size_t>& members, int64_t window_start, Str& str) {
+  json name = json::array(), start = json::array(), dur = json::array(), device = json::array(),
+       stream = json::array(), corr = json::array(), api_start = json::array(), api_dur = json::array();
+  for (size_t i : members) {
+    const GpuActivity& a = r.stream_events[i];
+    name.push_back(str(a.name));
+    start.push_back(a.start_ns - window_start);
+    dur.push_back(a.end_ns - a.start_ns);
+    device.push_back(a.device);
+    stream.push_back(a.stream);
+    corr.push_back(a.correlation);
+    api_start.push_back(a.api_end_ns ? a.api_start_ns - window_start : 0);
+    api_dur.push_back(a.api_end_ns ? a.api_end_ns - a.api_start_ns : -1);
+  }
+  return {{"name", name}, {"start_offset_ns", start}, {"dur_ns", dur}, {"device", device}, {"stream", stream},
+          {"correlation", corr}, {"api_start_offset_ns", api_start}, {"api_dur_ns", api_dur}};
+}
+
+json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, const std::vector<size_t>& stream_event_members,
+              int64_t window_start) {
   std::unordered_map<uint32_t, int> local;  // run string id -> window index
   json strings = json::array();
   auto str = [&](uint32_t id) -> json {
@@ -143,7 +162,7 @@ json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, int64_t
   json kind = json::array(), name = json::array(), section = json::array(), start = json::array(),
        dur = json::array(), api_start = json::array(), api_dur = json::array(), tid = json::array(),
        corr = json::array(), device = json::array(), stream = json::array(), shape = json::array(),
-       bytes = json::array(), copy = json::array(), flags = json::array();
+       bytes = json::array(), copy = json::array(), flags = json::array(), api = json::array();
   for (size_t i : members) {
     const GpuActivity& a = r.gpu[i];
     std::array<uint32_t, 6> sh{a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]};
@@ -171,7 +190,10 @@ json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, int64_t
     bytes.push_back(a.bytes);
     copy.push_back(a.copy_kind);
     flags.push_back((a.nccl ? 1u : 0u) | (a.graph ? 2u : 0u) | (launch_known ? 0u : 4u));
+    json api_name = str(a.api_name);
+    api.push_back(api_name.is_null() ? json(-1) : api_name);
   }
+  json stream_events = stream_events_json(r, stream_event_members, window_start, str);
   json kernels = json::array();
   for (auto& [key, durs] : stats) {
     auto& [sec, nm, k, nccl, sh] = key;
@@ -200,7 +222,8 @@ json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, int64_t
            {{"kind", kind}, {"name", name}, {"section", section}, {"start_offset_ns", start}, {"dur_ns", dur},
             {"api_start_offset_ns", api_start}, {"api_dur_ns", api_dur}, {"tid", tid}, {"correlation", corr},
             {"device", device}, {"stream", stream}, {"shape", shape}, {"bytes", bytes}, {"copy_kind", copy},
-            {"flags", flags}, {"shapes", shape_list}}}};
+            {"flags", flags}, {"api", api}, {"shapes", shape_list}}},
+          {"stream_events", stream_events}};
 }
 
 // The window's NCCL collectives, in the schema's version 3 shape. Communicators are the process
@@ -283,6 +306,36 @@ int profiler_step_number(const std::string& name) {
   }
 }
 
+// As capture does: a launch from a thread with no open range (PyTorch's autograd threads launch
+// the backward pass) takes the innermost range open on the main thread, the one that ran the
+// profiler steps (else the one with the most ranges).
+static void attribute_to_main_thread(ImportedRank& r, const std::vector<size_t>& order) {
+  std::map<uint32_t, std::pair<int, size_t>> per_tid;  // tid -> (has steps, ranges)
+  for (const auto& x : r.ranges) {
+    auto& p = per_tid[x.tid];
+    p.first |= profiler_step_number(r.strings.at(x.name)) >= 0;
+    ++p.second;
+  }
+  if (per_tid.empty()) return;
+  uint32_t main = std::max_element(per_tid.begin(), per_tid.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  std::vector<size_t> main_ranges;  // outer first, by start
+  for (size_t i : order)
+    if (r.ranges[i].tid == main && !r.strings.at(r.ranges[i].name).starts_with("gpu::")) main_ranges.push_back(i);
+  for (GpuActivity& a : r.gpu) {
+    if (a.section != StringTable::kNone || !a.api_end_ns || a.api_tid == main) continue;
+    // Innermost: the latest-starting range that contains the launch.
+    auto end = std::upper_bound(main_ranges.begin(), main_ranges.end(), a.api_start_ns,
+                                [&](int64_t t, size_t i) { return t < r.ranges[i].start_ns; });
+    for (auto it = end; it != main_ranges.begin();) {
+      --it;
+      if (r.ranges[*it].end_ns > a.api_start_ns) {
+        a.section = r.ranges[*it].name;
+        break;
+      }
+    }
+  }
+}
+
 void attribute_sections(ImportedRank& r) {
   std::vector<size_t> order = ranges_by_thread(r);
   std::vector<size_t> acts;
@@ -317,6 +370,7 @@ void attribute_sections(ImportedRank& r) {
         break;
       }
   }
+  attribute_to_main_thread(r, order);
 }
 
 std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, const std::string& run_id) {
@@ -341,6 +395,8 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
   for (size_t i = 0; i < by_start.size(); ++i) by_start[i] = i;
   std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) { return r.gpu[a].start_ns < r.gpu[b].start_ns; });
   for (size_t i : by_start) gpu_in[window_of(windows, r.gpu[i].start_ns)].push_back(i);
+  std::vector<std::vector<size_t>> stream_events_in(windows.size());
+  for (size_t i = 0; i < r.stream_events.size(); ++i) stream_events_in[window_of(windows, r.stream_events[i].start_ns)].push_back(i);
   for (size_t i = 0; i < r.collectives.size(); ++i)
     coll_in[window_of(windows, r.gpu[r.collectives[i].gpu_index].start_ns)].push_back(i);
   std::vector<int> parent = parents_of(r, ranges_by_thread(r));
@@ -373,7 +429,8 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
                  {"config", {{"flush_s", 0}, {"sections", ""}, {"cupti", true}, {"profiling_interval", 1}}},
                  {"capture", {{"nvtx", "imported"}, {"cupti", r.gpu.empty() ? "off: no GPU activity in the trace" : "on"},
                               {"nccl", r.collectives.empty() ? "off: no NCCL kernels in the trace" : "on"}}},
-                 {"import", {{"format", r.format}, {"source", r.source}, {"notes", r.notes}}},
+                 {"import", {{"format", r.format}, {"source", r.source}, {"time_base_ns", r.time_base_ns},
+                             {"notes", r.notes}}},
                  {"dropped", drop_counts(r.unmatched_correlation)}};
     std::string h = head.dump();
     h.pop_back();  // the windows follow, one at a time, so only one window is in memory as JSON
@@ -385,7 +442,7 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
                   {"end_ns", windows[w].end_ns},
                   {"dropped", drop_counts(0)},
                   {"sections", sections_json(r, ranges_in[w], parent, windows[w].start_ns)}};
-      if (!r.gpu.empty()) win["gpu"] = gpu_json(r, gpu_in[w], windows[w].start_ns);
+      if (!r.gpu.empty()) win["gpu"] = gpu_json(r, gpu_in[w], stream_events_in[w], windows[w].start_ns);
       if (!r.collectives.empty()) win["nccl"] = nccl_json(r, coll_in[w], windows[w].start_ns, seq);
       out << (w ? "," : "") << win.dump();
     }

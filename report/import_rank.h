@@ -22,6 +22,7 @@ struct ImportedRange {
 struct ImportedLaunch {
   int64_t start_ns = 0, end_ns = 0;
   uint32_t tid = 0;
+  uint32_t name = StringTable::kNone;  // "cudaLaunchKernel", "cuLaunchKernel", ...
 };
 
 // An NCCL collective seen as its kernel, with what Kineto's NCCL args tell about it.
@@ -49,6 +50,11 @@ struct ImportedRank {
   std::vector<ImportedRange> ranges;
   std::vector<GpuActivity> gpu;  // section filled by attribute_sections(); api times 0 when unknown
   std::vector<ImportedCollective> collectives;
+  // Kineto events on a stream that are not GPU activity: cuda_sync events ("Stream Sync"), CPU ops
+  // carrying a stream argument. HTA counts them as GPU time; only --hta-compatible uses them.
+  // A CPU op's api times are its own (HTA's last-step rule tests its start).
+  std::vector<GpuActivity> stream_events;
+  int64_t time_base_ns = 0;  // Kineto baseTimeNanoseconds (0: times were epoch µs)
   std::vector<std::string> notes;  // what the importer skipped or guessed, for the user
   uint64_t unmatched_correlation = 0;  // GPU activities whose launch call is not in the trace
 };

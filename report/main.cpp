@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
   rep_cmd->add_option("--kernel-wait-ns", rep.analyses.breakdown.kernel_wait_ns,
                       "gaps shorter than this are kernel wait (HTA)")->check(CLI::Range(0, 1'000'000'000))
       ->capture_default_str();
+  rep_cmd->add_flag("--hta-compatible", rep.analyses.hta_compatible,
+                    "also show HTA's own numbers (its definitions and trace-loading rules; see README)");
   rep_cmd->add_option("--launch-delay-cutoff-us", launch_cut_us, "launch delay outlier cut-off (HTA)")
       ->check(CLI::Range(0.0, 1e9))->capture_default_str();
   rep_cmd->add_option("--runtime-cutoff-us", runtime_cut_us, "launch call duration outlier cut-off (HTA)")

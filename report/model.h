@@ -68,6 +68,7 @@ struct GpuActivity {
   uint8_t copy_kind = 0;                  // memcpy direction, CUPTI's CUpti_ActivityMemcpyKind value
   bool nccl = false;                      // an NCCL kernel: communication, not compute
   bool graph = false;                     // launched as part of a CUDA graph
+  uint32_t api_name = StringTable::kNone; // version 4, imported traces: the launching call ("cudaLaunchKernel")
 };
 
 // Per window, per (section, kernel name, grid, block): what GPU scores are computed from.
@@ -141,6 +142,9 @@ struct CaptureWindow {
   uint64_t gpu_launches = 0;        // launch callbacks seen while GPU capture was on
   std::string gpu_starved;          // CUPTI's records went elsewhere (another CUPTI client), and why
   std::string gpu_clock_problem;    // GPU times of this window are unreliable, and why
+  // Version 4, imported Kineto traces: events on a stream that are not GPU activity (CUDA syncs,
+  // CPU ops carrying a stream argument), which HTA counts as GPU time; only --hta-compatible uses them.
+  std::vector<GpuActivity> stream_events;
   // NCCL (profiler plugin).
   std::vector<Collective> collectives;
   // GPU health (NVML), schema version 4; empty when not sampled.
@@ -179,6 +183,7 @@ struct RankData {
   int64_t nccl_gpu_shift_ns = 0;    // fallback shift applied to this GPU's NCCL times (0: none)
   std::vector<CaptureWindow> windows;  // sorted by index
   std::vector<std::string> files;
+  int64_t import_time_base_ns = -1;  // version 4, imported Kineto trace: its baseTimeNanoseconds (0: none); -1: not imported
 };
 
 struct Problem {

@@ -214,6 +214,8 @@ Segment parse_segment_text(const std::string& text, const std::string& path, Str
     s.nccl_status = get_or<std::string>(*it, "nccl", "");
     s.cupti_status = get_or<std::string>(*it, "cupti", "");
   }
+  if (auto it = j.find("import"); it != j.end() && it->is_object())
+    soft(notes, [&] { s.import_time_base_ns = int_or(*it, "time_base_ns", 0, values::kMaxTimeNs, 0); });
   if (auto it = j.find("clock"); it != j.end() && it->is_object())
     soft(notes, [&] {
       s.gpu_clock_offset_ns = int_or(*it, "gpu_offset_ns", -values::kMaxTimeNs, values::kMaxTimeNs, 0);
@@ -368,6 +370,7 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
     r.nccl_status = last.nccl_status;
     r.cupti_status = last.cupti_status;
     r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
+    r.import_time_base_ns = last.import_time_base_ns;
     r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
     r.sections_filter = last.sections_filter;
     std::set<uint64_t> seen;

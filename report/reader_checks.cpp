@@ -153,15 +153,24 @@ void list_missing_ranks(RunModel& model) {
   size_t listed = 0, unlisted = 0;
   for (int rank = 0; rank < model.world_size; ++rank) {
     if (present.count(rank)) continue;
+    int last = rank;  // a run of absent ranks (e.g. 2 imported ranks of a 128-rank job) is one entry
+    while (last + 1 < model.world_size && !present.count(last + 1)) ++last;
     if (listed < kMissingListedEach) {
       ++listed;
+      if (last - rank < 2) {
+        model.problems.push_back({"missing_rank", rank, "",
+                                  fmt::format("rank {} wrote no readable file (world size {})", rank, model.world_size)});
+        continue;
+      }
       model.problems.push_back({"missing_rank", rank, "",
-                                fmt::format("rank {} wrote no readable file (world size {})", rank, model.world_size)});
+                                fmt::format("ranks {}-{} ({} ranks) wrote no readable file (world size {})", rank, last,
+                                            last - rank + 1, model.world_size)});
+      rank = last;
       continue;
     }
-    ++unlisted;
-    if (!rest.empty() && rest.back().second == rank - 1) rest.back().second = rank;
-    else if (rest.size() < 8) rest.push_back({rank, rank});
+    unlisted += static_cast<size_t>(last - rank + 1);
+    if (rest.size() < 8) rest.push_back({rank, last});
+    rank = last;
   }
   if (!unlisted) return;
   std::string ranges;

@@ -31,6 +31,37 @@ uint32_t lookup(const std::vector<uint32_t>& ids, const json& v) {
   return ids[static_cast<size_t>(i)];
 }
 
+// Version 4 (imported traces): gpu.stream_events, events on a stream that are not GPU activity, columnar.
+void read_stream_events(const json& g, int64_t window_start, const std::vector<uint32_t>& ids, CaptureWindow& out) {
+  auto it = g.find("stream_events");
+  if (it == g.end() || !it->is_object()) return;
+  const json& s = *it;
+  const size_t n = s.value("name", json::array()).size();
+  auto col = [&](const char* name) -> const json& {
+    const json& c = s.at(name);
+    if (!c.is_array() || c.size() != n)
+      throw std::runtime_error(std::string("GPU stream event column '") + name + "' differs in length");
+    return c;
+  };
+  const json &name = col("name"), &start = col("start_offset_ns"), &dur = col("dur_ns"), &device = col("device"),
+             &stream = col("stream"), &corr = col("correlation"), &api_start = col("api_start_offset_ns"),
+             &api_dur = col("api_dur_ns");
+  for (size_t i = 0; i < n; ++i) {
+    GpuActivity a;
+    a.name = lookup(ids, name[i]);
+    a.start_ns = window_start + start[i].get<int64_t>();
+    a.end_ns = a.start_ns + dur[i].get<int64_t>();
+    if (int64_t ad = api_dur[i].get<int64_t>(); ad >= 0) {
+      a.api_start_ns = window_start + api_start[i].get<int64_t>();
+      a.api_end_ns = a.api_start_ns + ad;
+    }
+    a.device = device[i].get<int32_t>();
+    a.stream = stream[i].get<uint32_t>();
+    a.correlation = corr[i].get<uint32_t>();
+    out.stream_events.push_back(a);
+  }
+}
+
 }  // namespace
 
 void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out) {
@@ -58,6 +89,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
     out.kernel_stats.push_back(st);
   }
 
+  read_stream_events(g, window_start, ids, out);
   auto it = g.find("records");
   if (it == g.end()) return;
   const json& r = *it;
@@ -74,6 +106,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
              &corr = col("correlation"), &device = col("device"), &stream = col("stream"), &shape = col("shape"),
              &bytes = col("bytes"), &copy = col("copy_kind"), &flags = col("flags");
   const json& shapes = r.value("shapes", json::array());
+  const json* api = r.contains("api") ? &col("api") : nullptr;  // version 4, optional
   out.gpu.reserve(out.gpu.size() + n);
   for (size_t i = 0; i < n; ++i) {
     GpuActivity a;
@@ -107,6 +140,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
     int64_t f = values::integer(flags[i], 0, UINT32_MAX, "gpu.records.flags");
     a.nccl = f & 1u;
     a.graph = f & 2u;
+    if (api) a.api_name = lookup(ids, (*api)[i]);
     out.gpu.push_back(a);
   }
 }

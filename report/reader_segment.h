@@ -26,6 +26,7 @@ struct Segment {
   std::vector<CaptureWindow> windows;
   int64_t gpu_clock_offset_ns = 0;
   std::string cupti_status;
+  int64_t import_time_base_ns = -1;  // imported traces: the trace's own time base (docs/schema.md)
   uint64_t folded_ranges = 0;  // in "(other)", left out of the windows' sections
   std::string sections_filter;
   std::vector<std::string> notes;  // values ignored and windows left out as impossible

@@ -146,6 +146,38 @@ json breakdown_json(const BreakdownReport& b) {
   return out;
 }
 
+json hta_json(const HtaReport& h) {
+  json out = {{"available", h.available},
+              {"definitions", "HTA's (HolisticTraceAnalysis f4d0062), times in whole µs as HTA computes them"},
+              {"options",
+               {{"consecutive_kernel_delay_us", h.options.consecutive_kernel_delay_us},
+                {"runtime_cutoff_us", h.options.runtime_cutoff_us},
+                {"launch_delay_cutoff_us", h.options.launch_delay_cutoff_us}}}};
+  if (!h.available) out["why_not"] = h.why_not;
+  json ranks = json::array();
+  for (const HtaRank& r : h.ranks) {
+    json streams = json::object();
+    for (const auto& [s, i] : r.idle_by_stream)
+      streams[std::to_string(s)] = {{"host_wait_us", i.host_wait_us}, {"kernel_wait_us", i.kernel_wait_us},
+                                    {"other_us", i.other_us}};
+    ranks.push_back({{"rank", r.rank},
+                     {"has_gpu", r.has_gpu},
+                     {"last_profiler_step_dropped", r.last_step_dropped},
+                     {"temporal",
+                      {{"idle_us", r.idle_us}, {"compute_us", r.compute_us}, {"non_compute_us", r.non_compute_us},
+                       {"kernel_time_us", r.kernel_time_us}}},
+                     {"idle_by_stream", streams},
+                     {"comp_comm_overlap_pctg", r.overlap_pct ? json(*r.overlap_pct) : json(nullptr)},
+                     {"launch",
+                      {{"count", r.launch.count}, {"short_kernels", r.launch.short_kernels},
+                       {"runtime_outliers", r.launch.runtime_outliers}, {"delay_outliers", r.launch.delay_outliers},
+                       {"delay_sum_us", r.launch.delay_sum_us}}}});
+  }
+  out["ranks"] = ranks;
+  out["kernel_types_us"] = h.kernel_types_us;
+  return out;
+}
+
 }  // namespace
 
 json render_analyses_json(const RunModel& model, const Analyses& a) {
@@ -156,6 +188,7 @@ json render_analyses_json(const RunModel& model, const Analyses& a) {
                   {"count", a.steps.count()}};
   out["jitter"] = jitter_json(a.jitter);
   out["breakdown"] = breakdown_json(a.breakdown);
+  if (a.hta) out["hta"] = hta_json(*a.hta);
   json findings = json::array();
   for (const Finding& f : a.verdict.findings)
     findings.push_back({{"rank", f.rank},

@@ -72,7 +72,8 @@ void jitter_text(const Analyses& a, size_t top, std::ostream& out) {
 
 void breakdown_text(const Analyses& a, size_t top, std::ostream& out) {
   const BreakdownReport& b = a.breakdown;
-  out << "\nGPU time breakdown (HTA method):\n";
+  out << "\nGPU time breakdown (HTA's method, laggard's variant: over the captured windows, host wait only until\n"
+         "  the launch call returned; `--hta-compatible` adds HTA's own numbers):\n";
   if (!b.available) {
     out << "  not available: " << b.why_not << '\n';
     return;
@@ -114,6 +115,42 @@ void breakdown_text(const Analyses& a, size_t top, std::ostream& out) {
   }
 }
 
+void hta_text(const HtaReport& h, std::ostream& out) {
+  out << "\nHTA-compatible breakdown (--hta-compatible: HTA's definitions and trace-loading rules, whole µs):\n";
+  if (!h.available) {
+    out << "  not available: " << h.why_not << '\n';
+    return;
+  }
+  out << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "RANK", "IDLE us",
+                     "COMPUTE us", "NON-COMP us", "KERNEL us", "OVERLAP", "LAUNCHES", "SHORT", "RT>50us",
+                     "DLY>100us");
+  for (const HtaRank& r : h.ranks) {
+    if (!r.has_gpu) {
+      out << fmt::format("  {:>5} (no GPU events)\n", r.rank);
+      continue;
+    }
+    out << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>8} {:>9} {:>7} {:>9} {:>9}\n", r.rank, r.idle_us,
+                       r.compute_us, r.non_compute_us, r.kernel_time_us,
+                       r.overlap_pct ? fmt::format("{:.2f}%", *r.overlap_pct) : "-", r.launch.count,
+                       r.launch.short_kernels, r.launch.runtime_outliers, r.launch.delay_outliers);
+  }
+  out << fmt::format("  Idle time per stream (host wait / kernel wait < {} us / other, us):\n",
+                     h.options.consecutive_kernel_delay_us);
+  for (const HtaRank& r : h.ranks)
+    for (const auto& [s, i] : r.idle_by_stream)
+      out << fmt::format("  rank {:>4} stream {:>5}: {:>12} {:>12} {:>12}\n", r.rank, s, i.host_wait_us,
+                         i.kernel_wait_us, i.other_us);
+  out << "  Kernel type breakdown (all ranks, us): ";
+  bool first = true;
+  for (const auto& [type, us] : h.kernel_types_us) {
+    out << (first ? "" : ", ") << type << " " << us;
+    first = false;
+  }
+  out << '\n';
+  if (!h.ranks.empty() && h.ranks.front().last_step_dropped)
+    out << "  (as HTA does, the last profiler step is left out: GPU work launched after it began)\n";
+}
+
 }  // namespace
 
 void render_verdict_text(const Analyses& a, std::ostream& out) {
@@ -129,6 +166,7 @@ void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, 
   out << "\nSteps: " << a.steps.count() << ", from " << a.steps.source << '\n';
   jitter_text(a, top, out);
   breakdown_text(a, top, out);
+  if (a.hta) hta_text(*a.hta, out);
   out << "\nThresholds:\n";
   for (const Threshold& t : a.verdict.thresholds) out << fmt::format("  {:<24} {:<10g} {}\n", t.name, t.value, t.why);
 }

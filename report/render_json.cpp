@@ -86,6 +86,12 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
                           {"threshold", s.threshold},
                           {"windows", s.windows}});
   j["stragglers"] = std::move(stragglers);
+  json window_stragglers = json::array();
+  for (const Straggler& s : rep.window_stragglers)
+    window_stragglers.push_back({{"rank", s.rank}, {"host", s.host}, {"scope", s.scope}, {"section", s.section},
+                                 {"metric", s.metric}, {"lowest_window_score", s.score}, {"threshold", s.threshold},
+                                 {"windows", s.windows}});
+  j["window_stragglers"] = std::move(window_stragglers);
 
   json problems = json::array();
   for (const Problem& p : model.problems)

@@ -92,6 +92,14 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
                        "--min-share, or the JSON report, shows them)\n",
                        rep.below_min_share, rep.options.min_share * 100);
 
+  if (!rep.window_stragglers.empty()) {
+    out << fmt::format("  Slow only in some report windows (NVRx flags these per window; whole-run score passes): {}\n",
+                       rep.window_stragglers.size());
+    for (const Straggler& s : rep.window_stragglers)
+      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host, s.section, s.metric, s.score,
+                         windows_str(s.windows, rep.windows.size()));
+  }
+
   out << "\nSections (median ms per rank, whole run):\n";
   if (rep.sections.empty()) out << "  no NVTX sections recorded\n";
   else

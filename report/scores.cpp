@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <tuple>
 
 #include "stats.h"
 
@@ -25,6 +26,31 @@ struct Acc {
 double ratio(double best, double mine) { return mine > 0 ? std::min(1.0, best / mine) : 1.0; }
 
 }  // namespace
+
+// Per window, as NVRx decides: a section whose whole-run score passes but whose score in some
+// report windows falls below the threshold.
+static void add_window_stragglers(ScoreReport& rep, const ScoreOptions& opt) {
+  auto listed = [&](int rank, const std::string& section, const std::string& metric) {
+    for (const Straggler& s : rep.stragglers)
+      if (s.scope == "section" && s.rank == rank && s.section == section && s.metric == metric) return true;
+    return false;
+  };
+  std::map<std::tuple<int, std::string, std::string>, Straggler> found;
+  for (const WindowScores& w : rep.windows)
+    for (const RankScores& wr : w.ranks)
+      for (const auto& [name, ws] : wr.sections)
+        for (auto [metric, score, thr] : {std::tuple{"relative", ws.relative, opt.relative_threshold},
+                                          std::tuple{"individual", ws.individual, opt.individual_threshold}}) {
+          if (!score || *score >= thr || listed(wr.rank, name, metric)) continue;
+          auto [it, added] = found.try_emplace({wr.rank, name, metric},
+                                               Straggler{wr.rank, wr.host, "section", name, metric, *score, thr, {}});
+          it->second.score = std::min(it->second.score, *score);
+          it->second.windows.push_back(w.index);
+        }
+  for (auto& [key, s] : found) rep.window_stragglers.push_back(std::move(s));
+  std::stable_sort(rep.window_stragglers.begin(), rep.window_stragglers.end(),
+                   [](const Straggler& a, const Straggler& b) { return a.score < b.score; });
+}
 
 ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   ScoreReport rep;
@@ -176,6 +202,7 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   }
   std::stable_sort(rep.stragglers.begin(), rep.stragglers.end(),
                    [](const Straggler& a, const Straggler& b) { return a.score < b.score; });
+  add_window_stragglers(rep, opt);
 
   // Per-section summary across ranks.
   for (const auto& [name, lowest] : best_any) {

@@ -91,6 +91,9 @@ struct ScoreReport {
   std::vector<SectionSummary> sections;
   std::vector<Straggler> stragglers;   // worst first
   int below_min_share = 0;             // straggler scores not listed: section under min_share
+  // NVRx flags a rank in each report window in which it is slow: sections whose whole-run score is
+  // fine but some windows' is not (score: the lowest window score; windows: those below threshold).
+  std::vector<Straggler> window_stragglers;
 };
 
 ScoreReport compute_scores(const RunModel& model, const ScoreOptions& options);

@@ -1,6 +1,7 @@
 // NVRx GPU scores against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "gpu_scores.h"
@@ -176,6 +177,37 @@ TEST(GpuScores, RanksWithoutGpuDataHaveNoScoreAndDoNotBlockOthers) {
   EXPECT_NEAR(*s.gpu.ranks[1].score.relative, 1.0 / 3.0, 1e-12);
   EXPECT_FALSE(s.gpu.ranks[2].has_data);
   EXPECT_FALSE(s.gpu.ranks[2].score.relative.has_value());
+}
+
+// NVRx parity, deliberate difference (README "Differences from NVRx"): NVRx divides the reference
+// median by the rank's median; a kernel whose median is 0 ns (below the timer's resolution) would
+// divide by zero there. laggard scores that kernel 1.0 (it cannot be slower than the reference).
+// rank 1: A med 0 (total 0), B med 100 vs 50 (total 1000) -> (1 * 0 + 0.5 * 1000) / 1000 = 0.5.
+TEST(GpuScores, ZeroMedianScoresOneInsteadOfDividingByZero) {
+  RunModel m;
+  RankData r0 = rank(0), r1 = rank(1);
+  window(m, r0, 0, {{"", "A", 0, 10, 0}, {"", "B", 50, 10, 500}});
+  window(m, r1, 0, {{"", "A", 0, 10, 0}, {"", "B", 100, 10, 1000}});
+  m.ranks = {r0, r1};
+  Scored s = score(m);
+  ASSERT_TRUE(s.gpu.ranks[1].score.relative.has_value());
+  EXPECT_FALSE(std::isnan(*s.gpu.ranks[1].score.relative));
+  EXPECT_DOUBLE_EQ(*s.gpu.ranks[1].score.relative, 0.5);
+  EXPECT_DOUBLE_EQ(*s.gpu.ranks[0].score.relative, 1.0);
+}
+
+// NVRx parity: NVRx has no sections, every kernel is in its score. laggard's rank-level GPU score
+// ("[GPU] all kernels") keeps that: kernels launched outside any NVTX section count in it.
+// rank 1: only (no section) kernel A is slower (200 vs 100) -> rank score 0.5.
+TEST(GpuScores, KernelsOutsideAnySectionCountInTheRankScore) {
+  RunModel m;
+  RankData r0 = rank(0), r1 = rank(1);
+  window(m, r0, 0, {{"", "A", 100, 1, 100}, {"fwd", "B", 50, 1, 50}});
+  window(m, r1, 0, {{"", "A", 200, 1, 200}, {"fwd", "B", 50, 1, 50}});
+  m.ranks = {r0, r1};
+  Scored s = score(m);
+  EXPECT_NEAR(*s.gpu.ranks[1].score.relative, (0.5 * 200 + 1.0 * 50) / 250, 1e-12);
+  EXPECT_DOUBLE_EQ(*s.gpu.ranks[1].sections.at("fwd").relative, 1.0);
 }
 
 TEST(GpuScores, MemcpyAndMemsetAreReportedButNotScored) {

@@ -116,6 +116,30 @@ TEST(Scores, MatchesHandComputedNvrxScores) {
   EXPECT_EQ(rep.stragglers[2].host, "h1");
 }
 
+// NVRx flags a rank in each report window in which it is slow. rank 1 is 2x slower in window 1 of 4
+// only: its whole-run relative score passes (median 10 vs 10), window 1's (0.5) does not.
+TEST(Scores, SlowInOneWindowIsShownPerWindowBesideTheWholeRun) {
+  RunModel m;
+  m.ranks = {rank_with(0, "fwd", {{10}, {10}, {10}, {10}}), rank_with(1, "fwd", {{10}, {20}, {10}, {10}})};
+  ScoreOptions opt;
+  opt.window_s = 1;
+  ScoreReport rep = compute_scores(m, opt);
+  for (const Straggler& s : rep.stragglers) EXPECT_NE(s.metric, "relative");  // whole run: 10 vs 10
+  const Straggler* s = nullptr;
+  for (const Straggler& w : rep.window_stragglers)
+    if (w.metric == "relative") s = &w;
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->section, "fwd");
+  EXPECT_DOUBLE_EQ(s->score, 0.5);
+  EXPECT_EQ(s->windows, std::vector<int>{1});
+  // The individual score is already the lowest window's (0.5), so it is a whole-run straggler.
+  bool individual = false;
+  for (const Straggler& w : rep.stragglers) individual |= w.rank == 1 && w.metric == "individual";
+  EXPECT_TRUE(individual);
+  EXPECT_EQ(render_json(m, rep)["window_stragglers"].size(), rep.window_stragglers.size());
+}
+
 TEST(Scores, ThresholdsAreStrict) {
   RunModel m;
   m.ranks = {rank_with(0, "s", {{3}}), rank_with(1, "s", {{4}})};  // relative 0.75 exactly
