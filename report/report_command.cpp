@@ -25,7 +25,12 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
-  return report_model(model, o, out, err);
+  try {  // the last line of defence: a message and exit code 2, never an abort
+    return report_model(model, o, out, err);
+  } catch (const std::exception& e) {
+    err << "laggard report: internal error: " << e.what() << '\n';
+    return 2;
+  }
 }
 
 // A warning goes to stderr and into the report's problems, so JSON readers see it too.
