@@ -1,5 +1,7 @@
 #include "nccl_json.h"
 
+#include "name_table.h"
+
 #include <cstdio>
 
 namespace laggard {
@@ -47,11 +49,15 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(c.hash));
     j.begin_object().field("id", id);
     j.key("name");
-    if (c.name.empty()) j.null(); else j.value(c.name);
+    if (c.name.empty()) j.null(); else j.value(sanitize_utf8(c.name));
     j.field("nranks", c.nranks).field("rank", c.rank).field("nnodes", c.nnodes).end_object();
   }
   j.end_array();
-  j.key("strings").array(w.strings);
+  // NCCL's strings (and the job's commName) are bytes as given: invalid UTF-8 would make the
+  // whole file invalid JSON (found by tests/fuzz/fuzz_nccl).
+  j.key("strings").begin_array();
+  for (const std::string& s : w.strings) j.value(sanitize_utf8(s));
+  j.end_array();
 
   const auto& ops = w.ops;
   j.key("ops").begin_object();

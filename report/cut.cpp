@@ -1,8 +1,14 @@
 #include "cut.h"
 
+#include <algorithm>
+#include <climits>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "stats.h"
 
 namespace laggard::report {
 
@@ -74,6 +80,112 @@ RunModel apply_cut(const RunModel& model, const Cut& cut) {
     }
     out.ranks.push_back(std::move(copy));
   }
+  return out;
+}
+
+namespace {
+
+// Keeps the occurrences starting in [t0, t1]; the exact aggregates are recomputed from what is
+// kept when anything was cut (sampled occurrences keep their weight).
+bool cut_section(SectionWindow& s, int64_t t0, int64_t t1) {
+  const size_t before = s.occurrences.size();
+  std::erase_if(s.occurrences, [&](const Occurrence& o) { return o.start_ns < t0 || o.start_ns > t1; });
+  if (s.occurrences.size() == before) return true;
+  if (s.occurrences.empty()) return false;
+  double n = 0, total = 0;
+  std::vector<std::pair<double, double>> durs;
+  s.min_ns = INT64_MAX;
+  s.max_ns = 0;
+  for (const Occurrence& o : s.occurrences) {
+    n += o.weight;
+    total += double(o.dur_ns) * o.weight;
+    s.min_ns = std::min(s.min_ns, o.dur_ns);
+    s.max_ns = std::max(s.max_ns, o.dur_ns);
+    durs.emplace_back(double(o.dur_ns), o.weight);
+  }
+  s.count = static_cast<uint64_t>(n + 0.5);
+  s.total_ns = static_cast<int64_t>(std::min(total, 9e18));
+  s.median_ns = static_cast<int64_t>(lower_weighted_median(durs));
+  return true;
+}
+
+void cut_rank_to(RankData& r, int64_t t0, int64_t t1) {
+  std::erase_if(r.windows, [&](const CaptureWindow& w) { return w.end_ns < t0 || w.start_ns > t1; });
+  for (CaptureWindow& w : r.windows) {
+    const int64_t middle = w.start_ns + (w.end_ns - w.start_ns) / 2;
+    if (middle < t0 || middle > t1) w.kernel_stats.clear();
+    w.start_ns = std::max(w.start_ns, t0);
+    w.end_ns = std::min(w.end_ns, t1);
+    std::erase_if(w.sections, [&](SectionWindow& s) { return !cut_section(s, t0, t1); });
+    std::erase_if(w.gpu, [&](const GpuActivity& a) { return a.start_ns < t0 || a.start_ns > t1; });
+    std::erase_if(w.collectives,
+                  [&](const Collective& c) { return c.host_start_ns < t0 || c.host_start_ns > t1; });
+  }
+}
+
+std::string ranges_text(const std::set<int>& v) {
+  std::string out;
+  for (auto it = v.begin(); it != v.end();) {
+    int a = *it, b = a;
+    while (++it != v.end() && *it == b + 1) b = *it;
+    out += (out.empty() ? "" : ",") + (a == b ? std::to_string(a) : fmt::format("{}-{}", a, b));
+  }
+  return out;
+}
+
+}  // namespace
+
+RunModel cut_to_steps(const RunModel& model, const StepSet& steps, std::pair<int, int> range) {
+  RunModel out = model;
+  for (size_t i = 0; i < out.ranks.size(); ++i) {
+    int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+    if (i < steps.per_rank.size())
+      for (const Step& s : steps.per_rank[i])
+        if (s.index >= range.first && s.index <= range.second) {
+          t0 = std::min(t0, s.start_ns);
+          t1 = std::max(t1, s.end_ns);
+        }
+    if (t0 > t1) out.ranks[i].windows.clear();
+    else cut_rank_to(out.ranks[i], t0, t1);
+  }
+  return out;
+}
+
+std::vector<std::string> cut_warnings(const RunModel& model, const Cut& cut) {
+  std::set<int> ranks, absent;
+  std::set<std::string> hosts;
+  for (const RankData& r : model.ranks) {
+    ranks.insert(r.rank);
+    hosts.insert(r.host);
+  }
+  for (int r : cut.ranks)
+    if (!ranks.count(r)) absent.insert(r);
+  std::vector<std::string> out;
+  if (!absent.empty())
+    out.push_back(fmt::format("--ranks: the run has no rank {} (it has ranks {})", ranges_text(absent),
+                              ranks.empty() ? "none" : ranges_text(ranks)));
+  for (const std::string& h : cut.hosts)
+    if (!hosts.count(h)) out.push_back("--hosts: the run has no host '" + h + "'");
+  return out;
+}
+
+std::string describe_cut(const Cut& cut, const StepSet& steps) {
+  std::vector<std::string> parts;
+  if (!cut.ranks.empty()) parts.push_back("ranks " + ranges_text(cut.ranks));
+  if (!cut.hosts.empty()) {
+    std::string h;
+    for (const auto& x : cut.hosts) h += (h.empty() ? "" : ",") + x;
+    parts.push_back("hosts " + h);
+  }
+  if (cut.steps)
+    parts.push_back(fmt::format("steps {}-{} (each rank's own steps, from {}: its NVTX sections, kernels and NCCL "
+                                "operations that started in them)",
+                                cut.steps->first, cut.steps->second, steps.source));
+  if (!cut.sections.empty())
+    parts.push_back("NVTX sections matching '" + cut.sections + "' and the kernels launched in them (NCCL operations "
+                    "are not cut by section)");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
 }
 

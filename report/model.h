@@ -44,6 +44,15 @@ class StringTable {
     return id < strings_.size() ? strings_[id] : none;
   }
   size_t size() const { return strings_.size(); }
+  // Replaces every string with f(string), keeping the ids (text output escapes names this way).
+  template <class F>
+  void transform(F f) {
+    index_.clear();
+    for (uint32_t i = 0; i < strings_.size(); ++i) {
+      strings_[i] = f(strings_[i]);
+      index_.emplace(strings_[i], i);
+    }
+  }
 
  private:
   std::vector<std::string> strings_;

@@ -6,11 +6,12 @@
 
 #include "render.h"
 #include "render_analyses.h"
+#include "score_text.h"
 
 namespace laggard::report {
 namespace {
 
-std::string score_str(const std::optional<double>& s) { return s ? fmt::format("{:.2f}", *s) : "-"; }
+std::string score_str(const std::optional<double>& s, double threshold) { return s ? score_text(*s, threshold) : "-"; }
 
 std::string windows_str(const std::vector<int>& w, size_t total) {
   if (w.empty()) return "whole run only";
@@ -82,10 +83,10 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC",
                        "SCORE", "WHEN");
     for (const Straggler& s : rep.stragglers)
-      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host,
+      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", s.rank, s.host,
                          s.scope == "gpu" ? (s.section.empty() ? std::string("[GPU] all kernels") : "[GPU] " + s.section)
                                           : s.section,
-                         s.metric, s.score, windows_str(s.windows, rep.windows.size()));
+                         s.metric, score_text(s.score, s.threshold), windows_str(s.windows, rep.windows.size()));
   }
   if (rep.below_min_share)
     out << fmt::format("  ({} low scores not listed: their sections hold under {:g}% of their rank's time; "
@@ -109,7 +110,7 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     std::string name = std::string(2 * depth, ' ') + s->name;
     out << fmt::format("  {:<32} {:>5}  {:>9.3f} {:>9.3f} {:>9.3f}  {:<18}\n", name, s->ranks,
                        s->min_median_ns / 1e6, s->median_median_ns / 1e6, s->max_median_ns / 1e6,
-                       fmt::format("{} ({:.2f})", s->worst_rank, s->worst_relative));
+                       fmt::format("{} ({})", s->worst_rank, score_text(s->worst_relative, rep.options.relative_threshold)));
   }
 
   // Per rank: the weakest section by relative score, so 1000 ranks still read as a list.
@@ -141,7 +142,8 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
       continue;
     }
     out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", r.rank, r.host, worst->first,
-                       score_str(worst->second.relative), score_str(worst->second.individual));
+                       score_str(worst->second.relative, rep.options.relative_threshold),
+                       score_str(worst->second.individual, rep.options.individual_threshold));
   }
   if (analyses) render_analyses_text(model, *analyses, top, out);
 }

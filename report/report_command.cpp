@@ -1,6 +1,9 @@
 #include "report_command.h"
 
+#include <algorithm>
 #include <fstream>
+
+#include <fmt/format.h>
 
 #include "render.h"
 #include "render_analyses.h"
@@ -8,8 +11,13 @@
 #include "render_trace.h"
 #include "health_analysis.h"
 #include "stacks.h"
+#include "text_escape.h"
 
 namespace laggard::cli {
+namespace {
+
+
+}  // namespace
 
 int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err) {
   report::RunModel model;
@@ -19,8 +27,25 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
+  try {  // the last line of defence: a message and exit code 2, never an abort
+    return report_model(model, o, out, err);
+  } catch (const std::exception& e) {
+    err << "laggard report: internal error: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+// A warning goes to stderr and into the report's problems, so JSON readers see it too.
+static void warn(report::RunModel& model, std::ostream& err, const std::string& kind, const std::string& message) {
+  err << "laggard report: warning: " << message << '\n';
+  model.problems.push_back({kind, -1, "", message});
+}
+
+int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& out, std::ostream& err) {
   report::StepSet steps;
+  std::string cut_text;
   try {
+    for (const std::string& w : report::cut_warnings(model, o.cut)) warn(model, err, "cut_not_in_run", w);
     if (!o.cut.empty()) {
       model = report::apply_cut(model, o.cut);
       if (model.ranks.empty()) {
@@ -28,11 +53,26 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
         return 2;
       }
     }
-    steps = report::apply_cut(report::detect_steps(model, o.analyses.step_section), o.cut);
+    report::StepSet all = report::detect_steps(model, o.analyses.step_section);
+    if (!o.analyses.step_section.empty() && all.count() == 0)
+      warn(model, err, "step_section_not_found",
+           "--step-section '" + o.analyses.step_section + "' matches no NVTX section with occurrences: no steps");
+    if (o.cut.steps) {
+      size_t most = 0;
+      for (const auto& r : all.per_rank) most = std::max(most, r.size());
+      if (static_cast<size_t>(o.cut.steps->second) >= most)
+        warn(model, err, "steps_beyond_run",
+             fmt::format("--steps {}:{} goes beyond the run, which has {} step(s) (0-{}) by {}", o.cut.steps->first,
+                         o.cut.steps->second, most, most ? most - 1 : 0, all.source));
+      model = report::cut_to_steps(model, all, *o.cut.steps);
+    }
+    steps = report::apply_cut(all, o.cut);
+    cut_text = report::describe_cut(o.cut, all);
   } catch (const std::exception& e) {
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
+  if (o.format != "json") model = report::escaped_for_text(model);  // names from files reach a terminal
   report::ScoreReport scores = report::compute_scores(model, o.scores);
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
   report::CommReport comm = report::analyze_collectives(model, scores);
@@ -54,12 +94,15 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   }
   if (o.format == "json") {
     nlohmann::json j = report::render_json(model, scores);
+    if (!cut_text.empty()) j["cut"] = cut_text;
     j.update(report::render_analyses_json(model, analyses));
     j["comm"] = report::render_comm_json(model, analyses.comm);
     j["hang_reports"] = report::mention_hangs_json(model.dir);
     j["gpu_health"] = report::render_health_json(health);
     *dest << j.dump(2) << '\n';
   } else {
+    if (!cut_text.empty())
+      *dest << "laggard report: cut to " << report::escape_text(cut_text) << "; every part below covers only that\n";
     report::render_text(model, scores, *dest, &analyses, o.top);
     report::render_comm_text(model, analyses.comm, *dest);
     report::render_health_text(health, *dest);
@@ -73,9 +116,15 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
 int trace_command(const TraceOptions& o, std::ostream& err) {
   report::RunModel model;
   try {
-    model = report::apply_cut(report::read_run(o.dir, {o.run_id, -1}), o.cut);
+    model = report::read_run(o.dir, {o.run_id, -1});
+    for (const std::string& w : report::cut_warnings(model, o.cut)) err << "laggard trace: warning: " << w << '\n';
+    model = report::apply_cut(model, o.cut);
   } catch (const std::exception& e) {
     err << "laggard trace: " << e.what() << '\n';
+    return 2;
+  }
+  if (model.ranks.empty()) {
+    err << "laggard trace: nothing to write: the run has none of the ranks asked for\n";
     return 2;
   }
   std::ofstream file(o.output);
@@ -102,6 +151,10 @@ int diff_command(const DiffOptions& o, std::ostream& out, std::ostream& err) {
   } catch (const std::exception& e) {
     err << "laggard diff: " << e.what() << '\n';
     return 2;
+  }
+  if (o.format != "json") {
+    a = report::escaped_for_text(a);
+    b = report::escaped_for_text(b);
   }
   report::RunDiff d = report::diff_runs(a, b, o.threshold);
   if (o.format == "json") out << report::render_diff_json(d).dump(2) << '\n';

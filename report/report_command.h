@@ -46,5 +46,7 @@ int diff_command(const DiffOptions& options, std::ostream& out, std::ostream& er
 
 // Exit codes: 0 done, 2 nothing readable, 3 stragglers found with fail_on_stragglers.
 int report_command(const ReportOptions& options, std::ostream& out, std::ostream& err);
+// The same from a run model already read (options.dir and options.read are not used).
+int report_model(report::RunModel& model, const ReportOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace laggard::cli

@@ -158,11 +158,9 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
         SectionScore ws;
         ws.median_ns = m;
         ws.samples = a.by_window[k].size();
-        ws.count = static_cast<uint64_t>(std::llround([&] {
-          double n = 0;
-          for (auto& p : a.by_window[k]) n += p.second;
-          return n;
-        }()));
+        double weight = 0;
+        for (auto& p : a.by_window[k]) weight += p.second;
+        ws.count = static_cast<uint64_t>(std::llround(weight));
         ws.relative = ratio(window_best[name][k], m);
         ws.individual = ratio(best_so_far, m);
         sc.individual = std::min(sc.individual.value_or(1.0), *ws.individual);
@@ -179,7 +177,9 @@ ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
 
   // Stragglers: whole-run score below threshold; the windows say when.
   for (const RankScores& rs : rep.ranks) {
-    for (const auto& [name, sc] : rs.sections) {
+    for (const auto& entry : rs.sections) {  // not a structured binding: the lambda uses it (clang 14)
+      const std::string& name = entry.first;
+      const SectionScore& sc = entry.second;
       auto add = [&](const char* metric, std::optional<double> score, double thr,
                      std::optional<double> SectionScore::*field) {
         if (!score || *score >= thr) return;

@@ -157,6 +157,13 @@ TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   for (const auto& e : t["traceEvents"]) pids.insert(e["pid"].get<int>());
   EXPECT_EQ(pids, std::set<int>{1});
   EXPECT_GT(t["traceEvents"].size(), 12u * 7);  // 12 steps x 7 sections at least
+
+  // A rank the run does not have: an error, and no empty trace (issue 10 item 10).
+  std::string none_file = dir + "/none.json";
+  ProcessResult none = run_process({kLaggard, "trace", out(), "--ranks", "9", "-o", none_file}, clean_env());
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("the run has no rank 9 (it has ranks 0-3)"), std::string::npos) << none.err;
+  EXPECT_FALSE(std::filesystem::exists(none_file));
 }
 
 }  // namespace

@@ -161,6 +161,22 @@ TEST(NcclFile, OpsCommunicatorsAndDropsRoundTrip) {
   EXPECT_TRUE(no_gpu);
 }
 
+// Found by tests/fuzz/fuzz_nccl: NCCL's strings and commName are bytes as given; invalid UTF-8
+// made the whole rank file invalid JSON.
+TEST(NcclFile, InvalidUtf8InNcclStringsKeepsTheFileValid) {
+  TempDir tmp;
+  std::string run_dir = (tmp.path / "run1").string();
+  laggard::SegmentWriter writer(run_dir, info(0), 30);
+  laggard::WindowSnapshot w = window_with_ops(static_cast<uint64_t>(kWindowStart));
+  w.nccl.comms[0].name = "dp\xde\xad";
+  w.nccl.strings[0] = "All\xbe\xefReduce";
+  ASSERT_EQ(writer.write(w, {}, true, 0), "");
+  laggard::report::RunModel m = laggard::report::read_run(run_dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  for (const auto& p : m.problems) EXPECT_NE(p.kind, "unreadable_file") << p.message;
+  EXPECT_EQ(m.ranks[0].windows.at(0).collectives.size(), 2u);
+}
+
 TEST(NcclFile, GpuClockThatIsNotEpochBasedIsMappedOntoTheHostClock) {
   TempDir tmp;
   std::string run_dir = (tmp.path / "run1").string();
