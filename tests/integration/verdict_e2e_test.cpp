@@ -132,7 +132,7 @@ TEST_F(VerdictEndToEnd, ThreeSectionsOfOneRank) {
   for (const auto& x : f)
     if (x["rank"] == 3 && (x["first_step"].is_null() || overloaded()))
       sections.insert(x["section"].get<std::string>());
-  EXPECT_EQ(sections, (std::set<std::string>{"backward", "data_load", "demo::optimizer"})) << f.dump(1);
+  EXPECT_EQ(sections, (std::set<std::string>{"backward", "data_load", "demo:optimizer"})) << f.dump(1);
   if (!overloaded()) {
     EXPECT_EQ(f.size(), 3u) << f.dump(1);
   }

@@ -8,6 +8,7 @@
 // the NVTX3 headers' (nvtx3/nvToolsExt.h: nvtxEventAttributes_v2, nvtxMessageType_t,
 // NVTX_CBID_CORE_*/NVTX_CBID_CORE2_*). Its own executable: the library starts threads.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -55,7 +56,8 @@ nvtxEventAttributes_t attr(nvtxMessageType_t type) {
 class NvtxHostile : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    out_ = fs::path(LAGGARD_TEST_OUT);
+    // One directory per test process: ctest runs this suite's tests in parallel processes.
+    out_ = fs::path(std::string(LAGGARD_TEST_OUT) + "-" + std::to_string(getpid()));
     fs::remove_all(out_);
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);

@@ -33,8 +33,8 @@ RunModel run(int ranks, int steps, int slow = -1, int from = 0, int to = 0, cons
       w.index = k;
       w.start_ns = 100 * kS + k * kS;
       w.end_ns = w.start_ns + kS;
-      SectionWindow step{"step", "", 1, 0, 0, 0, 0, {}};
-      SectionWindow part{"part", "step", 8, 0, 0, 0, 0, {}};
+      SectionWindow step{.name = "step", .parent = "", .count = 1};
+      SectionWindow part{.name = "part", .parent = "step", .count = 8};
       int64_t dur = (r == slow && k >= from && k < to) ? 200'000'000 : 100'000'000;
       step.occurrences.push_back({w.start_ns, 9 * dur, 1, 1.0});
       for (int i = 0; i < 8; ++i) part.occurrences.push_back({w.start_ns + i * dur, dur, 1, 1.0});

@@ -128,6 +128,7 @@ TEST(Issue10Item10, WithoutStepsTheWindowScoresReachTheVerdict) {
   // scores of the slow third (0.50) make a transient finding.
   Spec s = issue13_spec();
   s.faults = {slow(3, "backward", 2.0, 0, 13)};
+  s.window_s = 0.15;  // two report windows of >= 5 slow steps: a window score needs 5 samples (issue 10 item 8)
   RunModel m = synth::make_run(s);
   for (RankData& r : m.ranks)
     for (CaptureWindow& w : r.windows)
