@@ -19,6 +19,7 @@ std::atomic<GpuHealth*> g_health{nullptr};  // never freed: the flush thread may
 std::atomic<bool> g_wanted{false};
 int g_local_rank = 0;                       // set before g_wanted
 bool g_tried = false;                       // flush thread only
+GpuHealth* g_kept_unused = nullptr;         // NVML loaded but no GPU for this rank: kept, reachable
 int64_t g_next_sample = 0;                  // flush thread only
 
 // On the activating (application) thread: only decide; loading NVML (nvmlInit can take a while
@@ -38,7 +39,8 @@ GpuHealth* load_once() {
   if (why.empty()) h->choose_devices(std::getenv("CUDA_VISIBLE_DEVICES"), g_local_rank);
   if (!why.empty() || !h->active()) {
     log_info("no GPU health telemetry: %s", why.empty() ? "NVML sees no GPU for this rank" : why.c_str());
-    return nullptr;  // h is leaked on purpose: NVML stays loaded, nothing else is kept
+    g_kept_unused = h;  // never freed on purpose (NVML stays loaded), but reachable: no leak report
+    return nullptr;
   }
   g_health.store(h, std::memory_order_release);
   log_info("GPU health telemetry on (NVML, 1 sample per second)");
