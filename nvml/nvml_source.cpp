@@ -19,7 +19,7 @@ std::atomic<GpuHealth*> g_health{nullptr};  // never freed: the flush thread may
 std::atomic<bool> g_wanted{false};
 int g_local_rank = 0;                       // set before g_wanted
 bool g_tried = false;                       // flush thread only
-GpuHealth* g_kept_unused = nullptr;         // NVML loaded but no GPU for this rank: kept, reachable
+GpuHealth* volatile g_kept_unused = nullptr;  // NVML loaded but no GPU for this rank: kept, reachable (volatile: the store must stay)
 int64_t g_next_sample = 0;                  // flush thread only
 
 // On the activating (application) thread: only decide; loading NVML (nvmlInit can take a while
