@@ -1,4 +1,4 @@
-// The reader's checks of NCCL's GPU timestamps (report/nccl_gpu_checks.h), modelled on NCCL's
+// The reader's checks of NCCL's GPU timestamps (report/analyze/nccl_gpu_checks.h), modelled on NCCL's
 // profiler proxy (src/transport/profiler.cc, v2.27.3-v2.30.7): a 64-entry timestamp ring per
 // channel, read by the proxy thread before it calls the plugin.
 #include <gtest/gtest.h>
