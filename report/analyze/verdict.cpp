@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "score_text.h"  // scores near a threshold show the digits that decide (issue 10)
 #include "section_steps.h"
 #include "stats.h"
 #include "verdict_context.h"
@@ -358,11 +359,12 @@ void add_gpu_score_findings(const VerdictContext& c, FindingSet& out) {
     const std::string where = s.section.empty() ? "its kernels" : "its kernels in " + s.section;
     f.summary = s.metric == "relative"
                     ? fmt::format("rank {} (host {}): {} run {:.2f}x as long as on the fastest rank (NVRx GPU "
-                                  "relative score {:.2f}, time-weighted over kernels, NCCL excluded)",
-                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.score)
+                                  "relative score {}, time-weighted over kernels, NCCL excluded)",
+                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, score_text(s.score, s.threshold))
                     : fmt::format("rank {} (host {}): {} became {:.2f}x slower than their own best in {} report "
-                                  "windows (NVRx GPU individual score {:.2f})",
-                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(), s.score);
+                                  "windows (NVRx GPU individual score {})",
+                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
+                                  score_text(s.score, s.threshold));
     out.add(std::move(f), r);
   }
 }
@@ -428,12 +430,13 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
     const std::string cause_text = nvrx_section_cause(c, r, s.section, impact, f);
     f.summary = s.metric == "relative"
                     ? fmt::format("rank {} (host {}) section {} is {:.2f}x slower than the fastest rank (CPU time, "
-                                  "NVRx relative score {:.2f}); {}",
-                                  s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.score, cause_text)
+                                  "NVRx relative score {}); {}",
+                                  s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0,
+                                  score_text(s.score, s.threshold), cause_text)
                     : fmt::format("rank {} (host {}) section {} became {:.2f}x slower than its own best in {} report "
-                                  "windows (NVRx individual score {:.2f}); {}",
+                                  "windows (NVRx individual score {}); {}",
                                   s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
-                                  s.score, cause_text);
+                                  score_text(s.score, s.threshold), cause_text);
     out.add(std::move(f), r);
   }
 }
@@ -482,9 +485,9 @@ void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
     f.evidence["windows_below"] = double(d.windows.size());
     const std::string cause = nvrx_section_cause(c, r, f.section, impact, f);
     f.summary = fmt::format("rank {} (host {}) section {} was {:.2f}x slower than the fastest rank in {} report windows "
-                            "(from window {}; NVRx relative score {:.2f} there, CPU time); {}",
+                            "(from window {}; NVRx relative score {} there, CPU time); {}",
                             f.rank, f.host, f.section, d.score > 0 ? 1 / d.score : 0.0, d.windows.size(),
-                            d.windows.front(), d.score, cause);
+                            d.windows.front(), score_text(d.score, c.scores.options.relative_threshold), cause);
     out.add(std::move(f), r);
   }
 }

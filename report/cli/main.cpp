@@ -62,9 +62,9 @@ int main(int argc, char** argv) {
   laggard::cli::ReportOptions rep;
   auto* rep_cmd = app.add_subcommand("report", "merge all ranks of a run and name the stragglers");
   rep_cmd->add_option("dir", rep.dir, "run directory, or an output directory holding runs")->required();
-  rep_cmd->add_option("--format", rep.format, "text or json")->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  rep_cmd->add_option("-o,--output", rep.output, "write the report to this file");
+  rep_cmd->add_option("--format", rep.format, "text, json or csv (one file per table in the directory -o names)")
+      ->check(CLI::IsMember({"text", "json", "csv"}))->capture_default_str();
+  rep_cmd->add_option("-o,--output", rep.output, "write the report to this file (--format csv: this directory)");
   rep_cmd->add_option("--run", rep.read.run_id, "run id to report when the directory holds several");
   rep_cmd->add_option("--world-size", rep.read.expect_world_size, "expected number of ranks")
       ->check(CLI::Range(1, 1 << 20));
@@ -130,6 +130,10 @@ int main(int argc, char** argv) {
   trace_cmd->add_option("-o,--output", trace.output, "trace file to write")->capture_default_str();
   trace_cmd->add_option("--run", trace.run_id, "run id when the directory holds several");
   trace_cmd->add_option("--ranks", trace_ranks, "only these ranks, e.g. 0,4-7");
+  std::string trace_steps;
+  trace_cmd->add_option("--steps", trace_steps, "only these steps (each rank's own), e.g. 100:110");
+  trace_cmd->add_option("--step-section", trace.step_section,
+                        "NVTX section that marks a training step (default: the most frequent top-level one)");
 
   laggard::cli::StacksOptions stacks;
   bool no_lines = false;
@@ -215,6 +219,7 @@ int main(int argc, char** argv) {
   if (*trace_cmd) {
     try {
       if (!trace_ranks.empty()) trace.cut.ranks = laggard::report::parse_rank_list(trace_ranks);
+      if (!trace_steps.empty()) trace.cut.steps = laggard::report::parse_step_range(trace_steps);
     } catch (const std::exception& e) {
       std::cerr << "laggard trace: " << e.what() << '\n';
       return 2;

@@ -8,14 +8,29 @@
 #include "render.h"
 #include "render_analyses.h"
 #include "render_comm.h"
+#include "render_csv.h"
 #include "render_trace.h"
 #include "health_analysis.h"
 #include "stacks.h"
 #include "text_escape.h"
+#include "text_lists.h"
 
 namespace laggard::cli {
 namespace {
 
+// The GPU health table of a large run: the GPUs with problems first, at most `top` rows when
+// there are many (text_lists.h), and a line for the rest.
+void health_text(const report::HealthReport& health, size_t top, std::ostream& out) {
+  report::HealthReport shown = health;
+  const size_t rows = report::rows_shown(health.gpus.size(), top);
+  if (rows < health.gpus.size()) {
+    std::stable_sort(shown.gpus.begin(), shown.gpus.end(),
+                     [](auto& a, auto& b) { return a.problems.size() > b.problems.size(); });
+    shown.gpus.resize(rows);
+  }
+  report::render_health_text(shown, out);
+  if (health.present) out << report::more_line(health.gpus.size(), rows, "GPUs");
+}
 
 }  // namespace
 
@@ -42,6 +57,10 @@ static void warn(report::RunModel& model, std::ostream& err, const std::string& 
 }
 
 int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.format == "csv" && o.output.empty()) {
+    err << "laggard report: --format csv writes one file per table: name their directory with -o DIR\n";
+    return 2;
+  }
   report::StepSet steps;
   std::string cut_text;
   try {
@@ -72,7 +91,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
-  if (o.format != "json") model = report::escaped_for_text(model);  // names from files reach a terminal
+  if (o.format == "text") model = report::escaped_for_text(model);  // names from files reach a terminal
   report::ScoreReport scores = report::compute_scores(model, o.scores);
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
   report::CommReport comm = report::analyze_collectives(model, scores);
@@ -82,6 +101,14 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   report::HealthReport health = report::analyze_gpu_health(model);
   report::link_gpu_health(analyses.verdict, health);
 
+  if (o.format == "csv") {  // one file per table in the directory -o names
+    if (std::string e = report::write_csv_tables(report::render_csv(model, scores, analyses), o.output); !e.empty()) {
+      err << "laggard report: " << e << '\n';
+      return 2;
+    }
+    if (model.ranks.empty()) return 2;
+    return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
+  }
   std::ofstream file;
   std::ostream* dest = &out;
   if (!o.output.empty()) {
@@ -104,8 +131,8 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     if (!cut_text.empty())
       *dest << "laggard report: cut to " << report::escape_text(cut_text) << "; every part below covers only that\n";
     report::render_text(model, scores, *dest, &analyses, o.top);
-    report::render_comm_text(model, analyses.comm, *dest);
-    report::render_health_text(health, *dest);
+    report::render_comm_text(model, analyses.comm, *dest, o.top);
+    health_text(health, o.top, *dest);
     report::mention_hangs_text(model.dir, *dest);
   }
   dest->flush();
@@ -117,8 +144,32 @@ int trace_command(const TraceOptions& o, std::ostream& err) {
   report::RunModel model;
   try {
     model = report::read_run(o.dir, {o.run_id, -1});
+  } catch (const std::exception& e) {
+    err << "laggard trace: " << e.what() << '\n';
+    return 2;
+  }
+  return trace_model(model, o, err);
+}
+
+int trace_model(report::RunModel& model, const TraceOptions& o, std::ostream& err) {
+  try {
     for (const std::string& w : report::cut_warnings(model, o.cut)) err << "laggard trace: warning: " << w << '\n';
     model = report::apply_cut(model, o.cut);
+    if (o.cut.steps) {  // --steps bounds the trace's size: only those steps' events
+      report::StepSet steps = report::detect_steps(model, o.step_section);
+      if (steps.count() == 0) {
+        err << "laggard trace: --steps: the run has no steps (no NVTX section marks one; try --step-section)\n";
+        return 2;
+      }
+      size_t most = 0;
+      for (const auto& r : steps.per_rank) most = std::max(most, r.size());
+      if (static_cast<size_t>(o.cut.steps->first) >= most) {
+        err << fmt::format("laggard trace: --steps {}:{}: the run has {} step(s) (0-{}); nothing to write\n",
+                           o.cut.steps->first, o.cut.steps->second, most, most - 1);
+        return 2;
+      }
+      model = report::cut_to_steps(model, steps, *o.cut.steps);
+    }
   } catch (const std::exception& e) {
     err << "laggard trace: " << e.what() << '\n';
     return 2;

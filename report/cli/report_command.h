@@ -13,8 +13,8 @@ namespace laggard::cli {
 
 struct ReportOptions {
   std::string dir;
-  std::string format = "text";   // text | json
-  std::string output;            // file; empty: stdout
+  std::string format = "text";   // text | json | csv
+  std::string output;            // file; empty: stdout. csv: the directory for one file per table
   report::ReadOptions read;
   report::ScoreOptions scores;
   report::AnalysisOptions analyses;
@@ -35,11 +35,14 @@ struct TraceOptions {
   std::string dir;
   std::string run_id;
   std::string output = "laggard-trace.json";
-  report::Cut cut;
+  report::Cut cut;  // ranks, and steps (each rank's own steps, as `report --steps`)
+  std::string step_section;  // marks a step for cut.steps (default: as the report finds it)
 };
 
 // Exit codes: 0 done, 2 nothing readable or output not writable.
 int trace_command(const TraceOptions& options, std::ostream& err);
+// The same from a run model already read (options.dir and options.run_id are not used).
+int trace_model(report::RunModel& model, const TraceOptions& options, std::ostream& err);
 
 // Exit codes: 0 done, 2 nothing readable.
 int diff_command(const DiffOptions& options, std::ostream& out, std::ostream& err);

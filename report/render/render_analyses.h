@@ -11,7 +11,9 @@
 namespace laggard::report {
 
 void render_verdict_text(const Analyses& a, std::ostream& out);
-void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, std::ostream& out);
+// `thresholds`: the score thresholds, so that scores near one show the digits that decide.
+void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, std::ostream& out,
+                          const ScoreOptions* thresholds = nullptr);
 nlohmann::json render_analyses_json(const RunModel& model, const Analyses& a);
 
 void render_diff_text(const RunDiff& d, size_t top, std::ostream& out);

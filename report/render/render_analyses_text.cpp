@@ -5,6 +5,7 @@
 
 #include "render_analyses.h"
 #include "render_gpu.h"
+#include "text_lists.h"
 
 namespace laggard::report {
 namespace {
@@ -92,12 +93,16 @@ void breakdown_text(const Analyses& a, size_t top, std::ostream& out) {
                        r->launch.delay_outliers);
   }
   out << "  (shares of profiled time; idle split as shares of idle time; worst idle first)\n";
-  for (const HostBreakdown& h : b.hosts) {
+  auto host_idle = [](const HostBreakdown& h) { return h.temporal.span_ns > 0 ? h.temporal.idle_ns / h.temporal.span_ns : 0; };
+  const size_t hosts_shown = rows_shown(b.hosts.size(), top);
+  for (const HostBreakdown* hp : top_n(b.hosts, hosts_shown, [&](auto& x, auto& y) { return host_idle(x) > host_idle(y); })) {
+    const HostBreakdown& h = *hp;
     double span = h.temporal.span_ns > 0 ? h.temporal.span_ns : 1;
     out << fmt::format("  host {:<12} {} ranks: compute {}, comm {}, memory {}, idle {}\n", h.host, h.ranks,
                        pct(h.temporal.compute_ns / span), pct(h.temporal.comm_ns / span),
                        pct(h.temporal.memory_ns / span), pct(h.temporal.idle_ns / span));
   }
+  out << more_line(b.hosts.size(), hosts_shown, "hosts");
   out << "  Top kernels (all ranks):\n";
   out << fmt::format("  {:<40} {:<5} {:>10} {:>9} {:>8} {:>20}\n", "KERNEL", "TYPE", "TOTAL ms", "COUNT", "OF TYPE",
                      "MIN..MAX RANK");
@@ -106,16 +111,18 @@ void breakdown_text(const Analyses& a, size_t top, std::ostream& out) {
                        k.count, pct(k.share_of_type), fmt::format("{}..{}", k.min_rank, k.max_rank));
   if (!b.by_section.empty()) {
     out << "  GPU time by NVTX section (all ranks, ms): ";
-    bool first = true;
+    size_t listed = 0;
+    const size_t section_limit = rows_shown(b.by_section.size(), top);
     for (const auto& [s, t] : b.by_section) {
-      out << (first ? "" : ", ") << fmt::format("{} {:.1f}/{:.1f}/{:.1f}", s, ms(t.comp_ns), ms(t.comm_ns), ms(t.mem_ns));
-      first = false;
+      if (listed == section_limit) break;
+      out << (listed++ ? ", " : "") << fmt::format("{} {:.1f}/{:.1f}/{:.1f}", s, ms(t.comp_ns), ms(t.comm_ns), ms(t.mem_ns));
     }
+    if (listed < b.by_section.size()) out << fmt::format(", ... {} more sections", b.by_section.size() - listed);
     out << " (compute/comm/memory)\n";
   }
 }
 
-void hta_text(const HtaReport& h, std::ostream& out) {
+void hta_text(const HtaReport& h, size_t top, std::ostream& out) {
   out << "\nHTA-compatible breakdown (--hta-compatible: HTA's definitions and trace-loading rules, whole µs):\n";
   if (!h.available) {
     out << "  not available: " << h.why_not << '\n';
@@ -124,7 +131,9 @@ void hta_text(const HtaReport& h, std::ostream& out) {
   out << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "RANK", "IDLE us",
                      "COMPUTE us", "NON-COMP us", "KERNEL us", "OVERLAP", "LAUNCHES", "SHORT", "RT>50us",
                      "DLY>100us");
-  for (const HtaRank& r : h.ranks) {
+  const size_t ranks_shown = rows_shown(h.ranks.size(), top);  // in rank order, as HTA lists them
+  for (size_t i = 0; i < ranks_shown; ++i) {
+    const HtaRank& r = h.ranks[i];
     if (!r.has_gpu) {
       out << fmt::format("  {:>5} (no GPU events)\n", r.rank);
       continue;
@@ -134,11 +143,12 @@ void hta_text(const HtaReport& h, std::ostream& out) {
                        r.overlap_pct ? fmt::format("{:.2f}%", *r.overlap_pct) : "-", r.launch.count,
                        r.launch.short_kernels, r.launch.runtime_outliers, r.launch.delay_outliers);
   }
+  out << more_line(h.ranks.size(), ranks_shown, "ranks");
   out << fmt::format("  Idle time per stream (host wait / kernel wait < {} us / other, us):\n",
                      h.options.consecutive_kernel_delay_us);
-  for (const HtaRank& r : h.ranks)
-    for (const auto& [s, i] : r.idle_by_stream)
-      out << fmt::format("  rank {:>4} stream {:>5}: {:>12} {:>12} {:>12}\n", r.rank, s, i.host_wait_us,
+  for (size_t k = 0; k < ranks_shown; ++k)
+    for (const auto& [s, i] : h.ranks[k].idle_by_stream)
+      out << fmt::format("  rank {:>4} stream {:>5}: {:>12} {:>12} {:>12}\n", h.ranks[k].rank, s, i.host_wait_us,
                          i.kernel_wait_us, i.other_us);
   out << "  Kernel type breakdown (all ranks, us): ";
   bool first = true;
@@ -161,12 +171,13 @@ void render_verdict_text(const Analyses& a, std::ostream& out) {
     out << fmt::format("  {}. [{}] {}\n", i++, cause_name(f.cause), f.summary);
 }
 
-void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, std::ostream& out) {
-  render_gpu_text(model, a.gpu, out);
+void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, std::ostream& out,
+                          const ScoreOptions* thresholds) {
+  render_gpu_text(model, a.gpu, out, top, thresholds ? *thresholds : ScoreOptions{});
   out << "\nSteps: " << a.steps.count() << ", from " << a.steps.source << '\n';
   jitter_text(a, top, out);
   breakdown_text(a, top, out);
-  if (a.hta) hta_text(*a.hta, out);
+  if (a.hta) hta_text(*a.hta, top, out);
   out << "\nThresholds:\n";
   for (const Threshold& t : a.verdict.thresholds) out << fmt::format("  {:<24} {:<10g} {}\n", t.name, t.value, t.why);
 }

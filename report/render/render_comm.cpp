@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "text_lists.h"
+
 namespace laggard::report {
 namespace {
 
@@ -20,11 +22,8 @@ std::string bytes_str(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + (x < 0 ? std::string("?") : std::to_string(x));
-  return s;
-}
+// Rank lists as ranges ("0-511,513-959"), bounded in length at any job size.
+std::string join(const std::vector<int>& v) { return rank_ranges(v); }
 
 std::string comm_name(const RunModel& m, const CommSummary& c) {
   return c.name != StringTable::kNone ? m.strings.at(c.name) : std::string("(unnamed)");
@@ -32,7 +31,7 @@ std::string comm_name(const RunModel& m, const CommSummary& c) {
 
 }  // namespace
 
-void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& out) {
+void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& out, size_t top) {
   if (!rep.ops) return;
   const CommOptions& o = rep.options;
   out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
@@ -42,21 +41,36 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
   std::map<std::string, std::vector<int>> by_plugin;
   for (const CommRankStats& r : rep.ranks) by_plugin[r.nccl_plugin].push_back(r.rank);
   for (const auto& [status, ranks] : by_plugin)
-    out << fmt::format("  Plugin: {} (ranks {})\n", status, join(ranks));
+    out << fmt::format("  Plugin: {} ({})\n", status, counted_ranks(ranks));
+  std::vector<const CommSummary*> gaps;
   for (const CommSummary& c : rep.comms)
-    if (c.seq_gaps)
-      out << fmt::format("  comm {}: {} sequence numbers never seen (collectives the plugin cannot see, or dropped)\n",
-                         comm_name(m, c), c.seq_gaps);
+    if (c.seq_gaps) gaps.push_back(&c);
+  const size_t gaps_shown = rows_shown(gaps.size(), top);
+  for (size_t i = 0; i < gaps_shown; ++i)
+    out << fmt::format("  comm {}: {} sequence numbers never seen (collectives the plugin cannot see, or dropped)\n",
+                       comm_name(m, *gaps[i]), gaps[i]->seq_gaps);
+  out << more_line(gaps.size(), gaps_shown, "communicators with unseen sequence numbers");
   if (!rep.matched) return;
   if (rep.clock.corrected) {
     out << fmt::format("  Clocks: each GPU's offset and drift fitted to the collectives' end times (rank {} is the "
                        "reference); offsets up to {:.3f} ms, drift up to {:.2f} ppm, residual {:.3f} ms\n",
                        rep.clock.reference_rank, ms(rep.clock.max_abs_offset_ns), rep.clock.max_abs_drift_ppm,
                        ms(rep.clock.residual_ns));
-    std::string per_rank;
+    std::vector<const CommRankStats*> corrected;
     for (const CommRankStats& r : rep.ranks)
       if (r.clock_samples && (std::abs(r.clock_offset_ns) >= 1000 || std::abs(r.clock_drift_ppm) >= 0.1))
-        per_rank += fmt::format(" {}:{:+.3f}ms/{:+.2f}ppm", r.rank, ms(r.clock_offset_ns), r.clock_drift_ppm);
+        corrected.push_back(&r);
+    const size_t corrected_shown = rows_shown(corrected.size(), top);
+    if (corrected_shown < corrected.size())  // the largest offsets
+      std::stable_sort(corrected.begin(), corrected.end(), [](auto* a, auto* b) {
+        return std::abs(a->clock_offset_ns) > std::abs(b->clock_offset_ns);
+      });
+    std::string per_rank;
+    for (size_t i = 0; i < corrected_shown; ++i)
+      per_rank += fmt::format(" {}:{:+.3f}ms/{:+.2f}ppm", corrected[i]->rank, ms(corrected[i]->clock_offset_ns),
+                              corrected[i]->clock_drift_ppm);
+    if (corrected_shown < corrected.size())
+      per_rank += fmt::format(" ... {} more (the largest offsets shown)", corrected.size() - corrected_shown);
     if (!per_rank.empty()) out << "    corrected ranks (rank:offset/drift):" << per_rank << "\n";
   }
   out << fmt::format("  A rank arrived last when its GPU reached the collective within {:.3f} ms of the latest rank,\n"
@@ -66,10 +80,10 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
 
   std::vector<const CommRankStats*> rows;
   for (const CommRankStats& r : rep.ranks) rows.push_back(&r);
-  const size_t kMaxRows = 16;
-  if (rows.size() > kMaxRows) {
+  const size_t rows_kept = rows_shown(rows.size(), top);
+  if (rows_kept < rows.size()) {
     std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->blame_ns > b->blame_ns; });
-    rows.resize(10);
+    rows.resize(rows_kept);
   }
   out << fmt::format("  {:>5}  {:<16} {:>7} {:>6} {:>6} {:>11} {:>11} {:>11}\n", "RANK", "HOST", "COLLS", "LAST",
                      "LAST%", "BLAME ms", "WAITED ms", "KERNEL ms");
@@ -78,8 +92,9 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
                        r->collectives, r->last, r->collectives ? 100.0 * r->last / r->collectives : 0.0,
                        ms(r->blame_ns), ms(r->waited_ns), ms(r->kernel_ns));
   if (rep.ranks.size() > rows.size())
-    out << fmt::format("  ... {} more ranks (the 10 with the most blame are shown; all are in --format json)\n",
-                       rep.ranks.size() - rows.size());
+    out << fmt::format("  ... {} more ranks (the {} with the most blame are shown; --top shows more; all are in "
+                       "--format json or csv)\n",
+                       rep.ranks.size() - rows.size(), rows.size());
 
   if (!rep.worst.empty()) out << "  Longest waits:\n";
   for (size_t k = 0; k < std::min<size_t>(3, rep.worst.size()); ++k) {
@@ -90,25 +105,48 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
   out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
                      "  communicator, and in a share >= (1 + 1/n)/2, halfway between chance and always.\n",
                      o.min_last, o.min_collectives);
-  for (const CommSummary& c : rep.comms) {
-    out << fmt::format("  comm {} ({}, {} ranks: {}): {} collectives", comm_name(m, c), m.strings.at(c.comm),
-                       c.nranks, join(c.ranks), c.collectives);
-    const CommSummary::PerRank* top = nullptr;
+  // Communicators: every one in small jobs; in large ones (a tensor-parallel group per node)
+  // the `top` with a slow collective or the largest last-arrival share first.
+  std::vector<const CommSummary*> comms;
+  for (const CommSummary& c : rep.comms) comms.push_back(&c);
+  auto most_last = [](const CommSummary& c) {
+    const CommSummary::PerRank* most = nullptr;
     for (const auto& pr : c.per_rank)
-      if (!top || pr.last > top->last) top = &pr;
-    if (top && top->last)
-      out << fmt::format("; last most often: rank {} ({:.1f}%, threshold {:.1f}%)", top->rank,
-                         100 * top->last_share, 100 * c.last_share_threshold);
+      if (!most || pr.last > most->last) most = &pr;
+    return most;
+  };
+  const size_t comms_shown = rows_shown(comms.size(), top);
+  if (comms_shown < comms.size()) {
+    auto key = [&](const CommSummary* c) {
+      const auto* most = most_last(*c);
+      return std::make_pair(c->slow_count > 0, most ? most->last_share - c->last_share_threshold : -1.0);
+    };
+    std::stable_sort(comms.begin(), comms.end(), [&](auto* a, auto* b) { return key(a) > key(b); });
+    comms.resize(comms_shown);
+  }
+  for (const CommSummary* cp : comms) {
+    const CommSummary& c = *cp;
+    out << fmt::format("  comm {} ({}, {} ranks: {}): {} collectives", comm_name(m, c), m.strings.at(c.comm),
+                       c.nranks, join(c.ranks), c.collectives);  // members as ranges: 10,000 stay one line
+    const CommSummary::PerRank* most = most_last(c);
+    if (most && most->last)
+      out << fmt::format("; last most often: rank {} ({:.1f}%, threshold {:.1f}%)", most->rank,
+                         100 * most->last_share, 100 * c.last_share_threshold);
     out << '\n';
     if (!c.slow_count) continue;
     out << fmt::format("    slow collectives (bus bandwidth below {:.2f}x the job's median for the same function and "
                        "size): {}\n", o.slow_factor, c.slow_count);
-    for (const SlowCollective& s : c.slow)
+    const size_t slow_shown = rows_shown(c.slow.size(), top);
+    for (size_t i = 0; i < slow_shown; ++i) {
+      const SlowCollective& s = c.slow[i];
       out << fmt::format("      {:<14} seq {:<8} {:>10}  busbw {:8.2f} GB/s (median {:.2f})  transfer {:.3f} ms  "
                          "last: {}\n",
                          m.strings.at(s.func), s.seq, bytes_str(s.bytes), s.busbw_gbps, s.median_busbw_gbps,
                          ms(s.transfer_ns), s.last_ranks.empty() ? std::string("-") : join(s.last_ranks));
+    }
+    if (slow_shown < c.slow.size()) out << "  " << more_line(c.slow.size(), slow_shown, "slow collectives");
   }
+  out << more_line(rep.comms.size(), comms_shown, "communicators");
 }
 
 json render_comm_json(const RunModel& m, const CommReport& rep) {

@@ -12,7 +12,8 @@
 namespace laggard::report {
 
 // Prints nothing when the run has no NCCL data.
-void render_comm_text(const RunModel& model, const CommReport& comm, std::ostream& out);
+// `top` bounds the per-rank rows of large runs; member lists are rank ranges with counts.
+void render_comm_text(const RunModel& model, const CommReport& comm, std::ostream& out, size_t top = 10);
 nlohmann::json render_comm_json(const RunModel& model, const CommReport& comm);
 
 }  // namespace laggard::report

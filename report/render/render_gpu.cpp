@@ -1,16 +1,20 @@
 #include "render_gpu.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
+
+#include "score_text.h"
+#include "text_lists.h"
 
 namespace laggard::report {
 namespace {
 
 using nlohmann::json;
 
-std::string score_str(const std::optional<double>& s) { return s ? fmt::format("{:.2f}", *s) : "-"; }
+std::string score_str(const std::optional<double>& s, double threshold) { return s ? score_text(*s, threshold) : "-"; }
 json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 std::string shorten(std::string s, size_t max) {
@@ -35,9 +39,50 @@ const char* kind_name(GpuKind k) {
   return k == GpuKind::memcpy ? "memcpy" : k == GpuKind::memset ? "memset" : "kernel";
 }
 
+// Ranks in the order the per-rank table shows them when it cannot show all: lowest GPU score
+// (relative or individual) first, ranks without data last.
+std::vector<const RankGpu*> weakest_first(const GpuScoreReport& gpu) {
+  std::vector<const RankGpu*> rows;
+  for (const RankGpu& r : gpu.ranks) rows.push_back(&r);
+  auto key = [](const RankGpu* r) {
+    return !r->has_data ? 3.0 : r->score.relative ? std::min(*r->score.relative, r->score.individual.value_or(2.0))
+                                                  : r->score.individual.value_or(2.0);
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
+  return rows;
+}
+
+struct SectionRow {
+  std::string name;
+  int ranks = 0, worst = -1;
+  double worst_rel = 2;
+  uint64_t kernels = 0;
+  int64_t ns = 0;
+};
+
+std::vector<SectionRow> section_rows(const GpuScoreReport& gpu) {
+  std::map<std::string, SectionRow> by_name;
+  for (const RankGpu& r : gpu.ranks)
+    for (const auto& [name, s] : r.sections) {
+      SectionRow& row = by_name[name];
+      row.name = name;
+      ++row.ranks;
+      row.kernels += s.kernels;
+      row.ns += s.kernel_ns;
+      if (s.relative && *s.relative < row.worst_rel) {
+        row.worst_rel = *s.relative;
+        row.worst = r.rank;
+      }
+    }
+  std::vector<SectionRow> rows;
+  for (auto& [name, row] : by_name) rows.push_back(std::move(row));
+  return rows;
+}
+
 }  // namespace
 
-void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& out) {
+void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& out, size_t top,
+                     const ScoreOptions& thresholds) {
   if (!gpu.any) {
     std::set<std::string> statuses;
     for (const RankGpu& r : gpu.ranks)
@@ -54,7 +99,16 @@ void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& o
   out << "\nGPU (CUPTI; scores as NVRx computes them, NCCL kernels excluded):\n";
   out << fmt::format("  {:>5}  {:<16} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5}  {:>8}  {}\n", "RANK", "HOST", "KERNELS",
                      "KERNEL ms", "NCCL ms", "COPY ms", "REL", "IND", "COMPLETE", "NOTES");
-  for (const RankGpu& r : gpu.ranks) {
+  std::vector<const RankGpu*> rows;
+  for (const RankGpu& r : gpu.ranks) rows.push_back(&r);
+  const size_t shown = rows_shown(rows.size(), top);
+  if (shown < rows.size()) {
+    rows = weakest_first(gpu);
+    rows.resize(shown);
+    out << fmt::format("  (the {} ranks with the lowest GPU scores of {})\n", shown, gpu.ranks.size());
+  }
+  for (const RankGpu* rp : rows) {
+    const RankGpu& r = *rp;
     if (!r.has_data) {
       out << fmt::format("  {:>5}  {:<16} {}\n", r.rank, r.host,
                          r.cupti_status.empty() ? "(no GPU data)" : "(no GPU data; CUPTI " + r.cupti_status + ")");
@@ -70,42 +124,45 @@ void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& o
     if (!notes.empty()) notes.resize(notes.size() - 2);
     out << fmt::format("  {:>5}  {:<16} {:>9} {:>10.3f} {:>9.3f} {:>9.3f} {:>5} {:>5}  {:>7.2f}%  {}\n", r.rank,
                        r.host, r.kernel_count, double(r.kernel_ns) / 1e6, double(r.nccl_ns) / 1e6,
-                       double(r.memcpy_ns + r.memset_ns) / 1e6, score_str(r.score.relative),
-                       score_str(r.score.individual), 100.0 * r.completeness, notes);
+                       double(r.memcpy_ns + r.memset_ns) / 1e6,
+                       score_str(r.score.relative, thresholds.relative_threshold),
+                       score_str(r.score.individual, thresholds.individual_threshold), 100.0 * r.completeness, notes);
+  }
+  if (shown < gpu.ranks.size()) {
+    std::vector<int> without;
+    for (const RankGpu& r : gpu.ranks)
+      if (!r.has_data) without.push_back(r.rank);
+    out << more_line(gpu.ranks.size(), shown, "ranks");
+    if (!without.empty()) out << "  no GPU data: " << counted_ranks(without) << '\n';
   }
 
-  // Per section: the weakest rank by relative GPU score.
-  std::set<std::string> sections;
-  for (const RankGpu& r : gpu.ranks)
-    for (const auto& [name, s] : r.sections) sections.insert(name);
+  // Per section: the weakest rank by relative GPU score (the weakest sections when there are many).
+  std::vector<SectionRow> sections = section_rows(gpu);
   if (!sections.empty()) {
     out << "\n  GPU scores per section (kernels launched inside it):\n";
     out << fmt::format("  {:<32} {:>5} {:>10} {:>12}  {:<18}\n", "SECTION", "RANKS", "KERNELS", "KERNEL ms/rk",
                        "WORST RANK (REL)");
-    for (const std::string& name : sections) {
-      int ranks = 0, worst = -1;
-      double worst_rel = 2;
-      uint64_t kernels = 0;
-      int64_t ns = 0;
-      for (const RankGpu& r : gpu.ranks) {
-        auto it = r.sections.find(name);
-        if (it == r.sections.end()) continue;
-        ++ranks;
-        kernels += it->second.kernels;
-        ns += it->second.kernel_ns;
-        if (it->second.relative && *it->second.relative < worst_rel) {
-          worst_rel = *it->second.relative;
-          worst = r.rank;
-        }
-      }
-      out << fmt::format("  {:<32} {:>5} {:>10} {:>12.3f}  {:<18}\n", shorten(name, 32), ranks, kernels,
-                         ranks ? double(ns) / 1e6 / ranks : 0.0,
-                         worst >= 0 ? fmt::format("{} ({:.2f})", worst, worst_rel) : std::string("-"));
+    const size_t section_count = sections.size(), sections_shown = rows_shown(section_count, top);
+    if (sections_shown < sections.size()) {
+      std::stable_sort(sections.begin(), sections.end(), [](auto& a, auto& b) { return a.worst_rel < b.worst_rel; });
+      sections.resize(sections_shown);
     }
+    for (const SectionRow& row : sections)
+      out << fmt::format("  {:<32} {:>5} {:>10} {:>12.3f}  {:<18}\n", shorten(row.name, 32), row.ranks, row.kernels,
+                         row.ranks ? double(row.ns) / 1e6 / row.ranks : 0.0,
+                         row.worst >= 0 ? fmt::format("{} ({})", row.worst,
+                                                      score_text(row.worst_rel, thresholds.relative_threshold))
+                                        : std::string("-"));
+    out << more_line(section_count, sections_shown, "sections");
   }
 
   out << "\n  Top kernels per section (all ranks, by total GPU time):\n";
+  size_t listed = 0;
   for (const auto& [section, kernels] : gpu.top_kernels) {
+    if (listed++ == rows_shown(gpu.top_kernels.size(), top)) {
+      out << more_line(gpu.top_kernels.size(), listed - 1, "sections");
+      break;
+    }
     out << "  " << section << '\n';
     for (const GpuTopKernel& k : kernels) {
       std::string tag = k.nccl ? " [nccl]" : "";

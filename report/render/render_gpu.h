@@ -11,7 +11,10 @@
 
 namespace laggard::report {
 
-void render_gpu_text(const RunModel& model, const GpuScoreReport& gpu, std::ostream& out);
+// `top` bounds the per-rank and per-section tables of large runs (text_lists.h, rows_shown);
+// scores near a threshold show the digits that decide (score_text.h).
+void render_gpu_text(const RunModel& model, const GpuScoreReport& gpu, std::ostream& out,
+                     size_t top = static_cast<size_t>(-1), const ScoreOptions& thresholds = {});
 nlohmann::json render_gpu_json(const RunModel& model, const GpuScoreReport& gpu);
 
 }  // namespace laggard::report

@@ -7,6 +7,7 @@
 #include "render.h"
 #include "render_analyses.h"
 #include "score_text.h"
+#include "text_lists.h"
 
 namespace laggard::report {
 namespace {
@@ -47,6 +48,41 @@ std::vector<std::pair<const SectionSummary*, int>> section_tree(const std::vecto
   return out;
 }
 
+// Problems grouped by kind: a kind with many entries (a missing rank each, at 10,000 ranks)
+// shows its first rows and the ranks of the rest.
+void problems_text(const RunModel& m, size_t top, std::ostream& out) {
+  std::vector<std::string> kinds;
+  std::map<std::string, std::vector<const Problem*>> by_kind;
+  for (const Problem& p : m.problems) {
+    if (!by_kind.count(p.kind)) kinds.push_back(p.kind);
+    by_kind[p.kind].push_back(&p);
+  }
+  for (const std::string& kind : kinds) {
+    const auto& list = by_kind[kind];
+    const size_t shown = rows_shown(list.size(), top);
+    for (size_t i = 0; i < shown; ++i) {
+      out << "  [" << list[i]->kind << "] " << list[i]->message;
+      if (!list[i]->file.empty()) out << ": " << list[i]->file;
+      out << '\n';
+    }
+    if (shown == list.size()) continue;
+    std::vector<int> ranks;
+    for (size_t i = shown; i < list.size(); ++i)
+      if (list[i]->rank >= 0) ranks.push_back(list[i]->rank);
+    out << fmt::format("  [{}] ... {} more{}\n", kind, list.size() - shown,
+                       ranks.empty() ? std::string() : ", " + counted_ranks(ranks));
+  }
+}
+
+// Straggler rows beyond `top` (when the table is long): how many, and which ranks.
+void more_stragglers(const std::vector<Straggler>& all, size_t shown, std::ostream& out) {
+  if (shown >= all.size()) return;
+  std::vector<int> ranks;
+  for (size_t i = shown; i < all.size(); ++i) ranks.push_back(all[i].rank);
+  out << fmt::format("  ... {} more (--top shows more; all are in --format json or csv): {}\n", all.size() - shown,
+                     counted_ranks(ranks));
+}
+
 size_t hosts(const RunModel& m) {
   std::set<std::string> h;
   for (const auto& r : m.ranks) h.insert(r.host);
@@ -68,11 +104,7 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   }
 
   out << "\nProblems: " << (model.problems.empty() ? "none\n" : "\n");
-  for (const Problem& p : model.problems) {
-    out << "  [" << p.kind << "] " << p.message;
-    if (!p.file.empty()) out << ": " << p.file;
-    out << '\n';
-  }
+  problems_text(model, top, out);
 
   if (analyses) render_verdict_text(*analyses, out);
 
@@ -82,11 +114,15 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   if (!rep.stragglers.empty()) {
     out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC",
                        "SCORE", "WHEN");
-    for (const Straggler& s : rep.stragglers)
+    const size_t shown = rows_shown(rep.stragglers.size(), top);
+    for (size_t i = 0; i < shown; ++i) {
+      const Straggler& s = rep.stragglers[i];
       out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", s.rank, s.host,
                          s.scope == "gpu" ? (s.section.empty() ? std::string("[GPU] all kernels") : "[GPU] " + s.section)
                                           : s.section,
                          s.metric, score_text(s.score, s.threshold), windows_str(s.windows, rep.windows.size()));
+    }
+    more_stragglers(rep.stragglers, shown, out);
   }
   if (rep.below_min_share)
     out << fmt::format("  ({} low scores not listed: their sections hold under {:g}% of their rank's time; "
@@ -96,9 +132,13 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   if (!rep.window_stragglers.empty()) {
     out << fmt::format("  Slow only in some report windows (NVRx flags these per window; whole-run score passes): {}\n",
                        rep.window_stragglers.size());
-    for (const Straggler& s : rep.window_stragglers)
-      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5.2f}  {}\n", s.rank, s.host, s.section, s.metric, s.score,
-                         windows_str(s.windows, rep.windows.size()));
+    const size_t shown = rows_shown(rep.window_stragglers.size(), top);
+    for (size_t i = 0; i < shown; ++i) {
+      const Straggler& s = rep.window_stragglers[i];
+      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", s.rank, s.host, s.section, s.metric,
+                         score_text(s.score, s.threshold), windows_str(s.windows, rep.windows.size()));
+    }
+    more_stragglers(rep.window_stragglers, shown, out);
   }
 
   out << "\nSections (median ms per rank, whole run):\n";
@@ -106,12 +146,16 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   else
     out << fmt::format("  {:<32} {:>5}  {:>9} {:>9} {:>9}  {:<18}\n", "SECTION", "RANKS", "MIN", "MEDIAN",
                        "MAX", "WORST RANK (REL)");
-  for (const auto& [s, depth] : section_tree(rep.sections)) {
+  const auto tree = section_tree(rep.sections);
+  const size_t sections_shown = rows_shown(tree.size(), top);
+  for (size_t i = 0; i < sections_shown; ++i) {
+    const auto& [s, depth] = tree[i];
     std::string name = std::string(2 * depth, ' ') + s->name;
     out << fmt::format("  {:<32} {:>5}  {:>9.3f} {:>9.3f} {:>9.3f}  {:<18}\n", name, s->ranks,
                        s->min_median_ns / 1e6, s->median_median_ns / 1e6, s->max_median_ns / 1e6,
                        fmt::format("{} ({})", s->worst_rank, score_text(s->worst_relative, rep.options.relative_threshold)));
   }
+  out << more_line(tree.size(), sections_shown, "sections");
 
   // Per rank: the weakest section by relative score, so 1000 ranks still read as a list.
   // Small jobs list every rank; large ones the weakest `top` (all are in the JSON).
@@ -124,14 +168,15 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
   };
   std::vector<const RankScores*> shown;
   for (const RankScores& r : rep.ranks) shown.push_back(&r);
-  const bool all = shown.size() <= std::max<size_t>(16, top);
+  const bool all = rows_shown(shown.size(), top) == shown.size();
   if (!all) {
     auto score = [&](const RankScores* r) { Weakest w = weakest(*r); return w ? *w->second.relative : 2.0; };
+    shown.erase(std::remove_if(shown.begin(), shown.end(), [&](auto* r) { return !weakest(*r); }), shown.end());
     std::stable_sort(shown.begin(), shown.end(), [&](auto* a, auto* b) { return score(a) < score(b); });
-    shown.resize(top);
+    if (shown.size() > top) shown.resize(top);
   }
   out << (all ? "\nRanks (weakest section per rank):\n"
-              : fmt::format("\nRanks (the {} with the weakest section; all {} in --format json):\n", top,
+              : fmt::format("\nRanks (the {} with the weakest section; all {} in --format json or csv):\n", top,
                             rep.ranks.size()));
   out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", "RANK", "HOST", "SECTION", "REL", "IND");
   for (const RankScores* rp : shown) {
@@ -145,7 +190,13 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
                        score_str(worst->second.relative, rep.options.relative_threshold),
                        score_str(worst->second.individual, rep.options.individual_threshold));
   }
-  if (analyses) render_analyses_text(model, *analyses, top, out);
+  if (!all) {
+    std::vector<int> without;
+    for (const RankScores& r : rep.ranks)
+      if (!weakest(r)) without.push_back(r.rank);
+    if (!without.empty()) out << "  no section scores (no data, or too few samples): " << counted_ranks(without) << '\n';
+  }
+  if (analyses) render_analyses_text(model, *analyses, top, out, &rep.options);
 }
 
 }  // namespace laggard::report

@@ -415,7 +415,7 @@ TEST(Render, ChromeTraceHasEveryRankAndKind) {
   EXPECT_EQ(cats["nccl_kernel"], 2 * spec.steps);
   EXPECT_EQ(cats["nccl"], 2 * spec.steps);
   EXPECT_EQ(cats["nvtx"], 2 * spec.steps * 4);  // step, forward, backward, optimizer
-  EXPECT_TRUE(thread_names.count("NCCL"));
+  EXPECT_TRUE(thread_names.count("NCCL (0xc0ffee)"));  // one row per communicator
   EXPECT_TRUE(thread_names.count("GPU 0 stream 7"));
 }
 
