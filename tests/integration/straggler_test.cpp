@@ -164,6 +164,24 @@ TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("the run has no rank 9 (it has ranks 0-3)"), std::string::npos) << none.err;
   EXPECT_FALSE(std::filesystem::exists(none_file));
+
+  // --steps bounds the trace; arrows lead from launches (none in this CPU-only demo: no arrows).
+  std::string steps_file = dir + "/steps.json";
+  ProcessResult two = run_process({kLaggard, "trace", out(), "--steps", "3:4", "-o", steps_file}, clean_env());
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  nlohmann::json ts = nlohmann::json::parse(read_file(steps_file));
+  size_t steps_in = 0;
+  for (const auto& e : ts["traceEvents"])
+    if (e["name"] == "step" && e["ph"] == "X") ++steps_in;
+  EXPECT_EQ(steps_in, 4u * 2);  // 4 ranks x steps 3-4
+
+  // --format csv: one file per table in the directory -o names (issue 15).
+  std::string csv_dir = dir + "/csv";
+  ProcessResult csv = run_process({kLaggard, "report", out(), "--format", "csv", "-o", csv_dir}, clean_env());
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::string stragglers = read_file(csv_dir + "/stragglers.csv");
+  EXPECT_EQ(stragglers.rfind("rank,host,scope,section,metric,score,threshold,whole_run,windows\n", 0), 0u) << stragglers;
+  EXPECT_NE(stragglers.find("\n1,"), std::string::npos) << stragglers;  // the slow rank
 }
 
 }  // namespace
