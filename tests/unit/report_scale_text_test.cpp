@@ -98,5 +98,22 @@ TEST(ScaleText, TopBoundsEveryTable) {
   EXPECT_NE(top3.find("... 61 more ranks (--top shows more"), std::string::npos) << top3;
 }
 
+TEST(ScaleText, ProblemsOfOneKindAreSummarised) {
+  synth::Spec spec;
+  spec.ranks = 8;
+  spec.steps = 4;
+  RunModel m = synth::make_run(spec);
+  for (int r = 100; r < 1100; ++r) m.problems.push_back({"incomplete_rank", r, "", "rank died early"});
+  m.problems.push_back({"unreadable_file", -1, "/x", "bad"});
+  cli::ReportOptions o;
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::report_model(m, o, out, err), 0) << err.str();
+  const std::string text = out.str();
+  const std::string problems = text.substr(0, text.find("\nVerdict"));
+  EXPECT_NE(problems.find("  [incomplete_rank] ... 995 more, 995 ranks: 105-1099\n"), std::string::npos) << problems;
+  EXPECT_NE(problems.find("  [unreadable_file] bad: /x\n"), std::string::npos) << problems;
+  EXPECT_LT(problems.size(), 1'000u) << problems;
+}
+
 }  // namespace
 }  // namespace laggard::report
