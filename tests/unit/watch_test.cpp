@@ -19,6 +19,7 @@
 #include "render_prometheus.h"
 #include "render_watch.h"
 #include "synthetic_run.h"
+#include "steps.h"
 #include "watch_state.h"
 
 namespace laggard {
@@ -246,6 +247,33 @@ TEST(GrafanaDashboard, QueriesUseOnlyServedMetricsAndLabels) {
         EXPECT_TRUE(labels.count(m->str())) << "grouping label '" << m->str() << "' in: " << raw;
     }
   }
+}
+
+}  // namespace
+}  // namespace laggard
+
+namespace laggard {
+namespace {
+
+// A live run cut mid-step: the next step's data load (a short top-level range) has closed, the step
+// around it has not, so the data load is one occurrence per rank more frequent. The step is still
+// the step (before: the data load won, and `laggard watch` showed its time as the step time).
+TEST(WatchSteps, AnOpenStepDoesNotLoseToTheNextDataLoad) {
+  report::RunModel m;
+  for (int rank = 0; rank < 2; ++rank) {
+    report::RankData r;
+    r.rank = rank;
+    report::CaptureWindow w;
+    report::SectionWindow step{"step", "", "", 10, 10 * 25'000'000};
+    report::SectionWindow load{"data_load", "", "", 11, 11 * 2'500'000};
+    for (int i = 0; i < 10; ++i) step.occurrences.push_back({1'000'000'000 + i * 25'000'000, 25'000'000, 1, 1});
+    for (int i = 0; i < 11; ++i) load.occurrences.push_back({1'000'000'000 + i * 25'000'000, 2'500'000, 2, 1});
+    w.sections = {step, load};
+    r.windows.push_back(w);
+    m.ranks.push_back(r);
+  }
+  report::StepSet steps = report::detect_steps(m, "");
+  EXPECT_EQ(steps.section, "step") << steps.source;
 }
 
 }  // namespace
