@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -125,6 +126,10 @@ MetricsServer::~MetricsServer() {
   char byte = 0;
   (void)!::write(wake_[1], &byte, 1);
   acceptor_.join();
+  {
+    std::lock_guard lock(queue_mutex_);
+    for (int fd : answering_) ::shutdown(fd, SHUT_RDWR);  // a silent client must not delay the exit
+  }
   queue_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
   for (int fd : queue_) ::close(fd);
@@ -179,8 +184,13 @@ void MetricsServer::worker_loop() {
       if (stopping_) return;
       fd = queue_.front();
       queue_.pop_front();
+      answering_.push_back(fd);
     }
     answer(fd);
+    {
+      std::lock_guard lock(queue_mutex_);
+      answering_.erase(std::find(answering_.begin(), answering_.end(), fd));
+    }
     ::close(fd);
   }
 }

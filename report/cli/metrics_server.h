@@ -58,6 +58,7 @@ class MetricsServer {
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
   std::deque<int> queue_;              // accepted connections waiting for a worker
+  std::vector<int> answering_;         // connections a worker holds (shut down on stop: no 5 s wait)
   std::thread acceptor_;
   std::vector<std::thread> workers_;
 };

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -192,6 +194,23 @@ TEST(MetricsServer, ConcurrentScrapesAllGetTheNewestBody) {
     EXPECT_EQ(r.rfind("HTTP/1.1 200 OK", 0), 0u);
     EXPECT_NE(r.find(std::string(100000, '#')), std::string::npos);
   }
+  close(idle);
+}
+
+TEST(MetricsServer, StopsAtOnceWhileAClientSaysNothing) {
+  auto server = std::make_unique<cli::MetricsServer>(cli::parse_endpoint("127.0.0.1:0"), report::kPrometheusContentType);
+  int port = port_of(*server);
+  int idle = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a worker now waits for its request
+  auto t0 = std::chrono::steady_clock::now();
+  server.reset();
+  // Without the shutdown the worker sits out its 5 s receive timeout.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
   close(idle);
 }
 
