@@ -106,20 +106,36 @@ int served_port(const Running& watch) {
   return port;
 }
 
-ProcessResult stop(const Running& p, int sig = SIGINT) {
-  kill(p.pid, sig);
-  return wait_process(p, 30);
-}
+// A started process that is killed when the test leaves early (a failed ASSERT), never left behind.
+struct Child {
+  Running run;
+  bool reaped = false;
+  explicit Child(Running r) : run(std::move(r)) {}
+  Child(const Child&) = delete;
+  ~Child() {
+    if (reaped) return;
+    kill(run.pid, SIGKILL);
+    wait_process(run, 30);
+  }
+  ProcessResult wait(double timeout_s = 120) {
+    reaped = true;
+    return wait_process(run, timeout_s);
+  }
+  ProcessResult stop(int sig = SIGINT) {
+    kill(run.pid, sig);
+    return wait(30);
+  }
+};
 
 TEST_F(Watch, ViewPicksUpNewWindowsOfALiveRun) {
   // The watch starts before the job has written anything: it waits, then follows the windows.
-  Running watch = start_process({kLaggard, "watch", out(), "--interval", "0.3"}, clean_env());
-  Running job = start_process({kLaggard, "run", "--nproc", "2", "--flush-s", "0.3", "--out", out(), "--", kDemo,
-                               "--steps", "100"}, clean_env());
-  ProcessResult ran = wait_process(job, 120);
+  Child watch(start_process({kLaggard, "watch", out(), "--interval", "0.3"}, clean_env()));
+  Child job(start_process({kLaggard, "run", "--nproc", "2", "--flush-s", "0.3", "--out", out(), "--", kDemo,
+                           "--steps", "100"}, clean_env()));
+  ProcessResult ran = job.wait();
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   std::this_thread::sleep_for(1s);  // one more refresh sees the finished ranks
-  ProcessResult watched = stop(watch);
+  ProcessResult watched = watch.stop();
   EXPECT_EQ(watched.exit_code, 0) << watched.err;
   EXPECT_EQ(watched.term_signal, 0);
   EXPECT_EQ(watched.out.find('\x1b'), std::string::npos) << "a pipe gets plain snapshots";
@@ -150,6 +166,13 @@ TEST_F(Watch, CtrlCRestoresTheTerminal) {
     execl(kLaggard.c_str(), kLaggard.c_str(), "watch", out().c_str(), "--interval", "0.2", nullptr);
     _exit(127);
   }
+  struct KillOnEarlyExit {
+    pid_t pid;
+    bool reaped = false;
+    ~KillOnEarlyExit() {
+      if (!reaped) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    }
+  } guard{pid};
   std::string screen;
   auto read_some = [&](int ms) {
     pollfd p{master, POLLIN, 0};
@@ -168,6 +191,7 @@ TEST_F(Watch, CtrlCRestoresTheTerminal) {
   while (read_some(2000)) {}
   int status = 0;
   waitpid(pid, &status, 0);
+  guard.reaped = true;
   close(master);
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
@@ -192,27 +216,27 @@ std::map<int, double> query(int port, const std::string& promql) {
 TEST_F(Watch, PrometheusScrapesTheStragglerFromALiveRun) {
   std::string prometheus = find_program("prometheus"), promtool = find_program("promtool");
   if (prometheus.empty() || promtool.empty()) GTEST_SKIP() << "prometheus not installed (scripts/setup installs it)";
-  Running job = start_process({kLaggard, "run", "--nproc", "4", "--flush-s", "0.3", "--out", out(), "--", kDemo,
-                               "--steps", "120", "--slow-rank", "2", "--slow-section", "backward", "--slow-factor", "2"},
-                              clean_env());
-  Running watch = start_process({kLaggard, "watch", out(), "--interval", "0.5", "--serve", "127.0.0.1:0"}, clean_env());
-  int metrics_port = served_port(watch);
-  ASSERT_GT(metrics_port, 0) << read_file(watch.err_path);
+  Child job(start_process({kLaggard, "run", "--nproc", "4", "--flush-s", "0.3", "--out", out(), "--", kDemo,
+                           "--steps", "120", "--slow-rank", "2", "--slow-section", "backward", "--slow-factor", "2"},
+                          clean_env()));
+  Child watch(start_process({kLaggard, "watch", out(), "--interval", "0.5", "--serve", "127.0.0.1:0"}, clean_env()));
+  int metrics_port = served_port(watch.run);
+  ASSERT_GT(metrics_port, 0) << read_file(watch.run.err_path);
 
   int api_port = free_loopback_port();
   std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                                             "scrape_configs:\n  - job_name: laggard\n    static_configs:\n"
                                             "      - targets: ['127.0.0.1:" << metrics_port << "']\n";
-  Running prom = start_process({prometheus, "--config.file=" + dir + "/prometheus.yml",
+  Child prom(start_process({prometheus, "--config.file=" + dir + "/prometheus.yml",
                                 "--storage.tsdb.path=" + dir + "/tsdb",
-                                "--web.listen-address=127.0.0.1:" + std::to_string(api_port), "--log.level=warn"},
-                               clean_env());
-  ProcessResult ran = wait_process(job, 120);
+                            "--web.listen-address=127.0.0.1:" + std::to_string(api_port), "--log.level=warn"},
+                           clean_env()));
+  ProcessResult ran = job.wait();
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
 
   // Once Prometheus has scraped the finished run, its scores are the report's.
   ASSERT_TRUE(wait_until([&] { return query(api_port, "laggard_rank_final == 1").size() == 4; }, 60))
-      << "Prometheus never saw 4 finished ranks\n" << read_file(prom.err_path);
+      << "Prometheus never saw 4 finished ranks\n" << read_file(prom.run.err_path);
   std::map<int, double> backward =
       query(api_port, "laggard_section_relative_score{section=\"backward\",job=\"laggard\"}");
   ASSERT_EQ(backward.size(), 4u);
@@ -241,8 +265,8 @@ TEST_F(Watch, PrometheusScrapesTheStragglerFromALiveRun) {
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_EQ(check.out + check.err, "") << "no lint findings";
 
-  stop(prom, SIGTERM);
-  ProcessResult watched = stop(watch, SIGTERM);
+  prom.stop(SIGTERM);
+  ProcessResult watched = watch.stop(SIGTERM);
   EXPECT_EQ(watched.exit_code, 0) << watched.err;
 }
 
