@@ -13,7 +13,9 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <cmath>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -268,6 +270,72 @@ TEST_F(Watch, PrometheusScrapesTheStragglerFromALiveRun) {
   prom.stop(SIGTERM);
   ProcessResult watched = watch.stop(SIGTERM);
   EXPECT_EQ(watched.exit_code, 0) << watched.err;
+}
+
+// The value of name{rank="R",host=...[,section="S"]} in an exposition; NaN when absent.
+double sample(const std::string& exposition, const std::string& name, int rank, const std::string& section = "") {
+  std::istringstream in(exposition);
+  const std::string head = name + "{rank=\"" + std::to_string(rank) + "\",";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    if (!section.empty() && line.find(",section=\"" + section + "\"}") == std::string::npos) continue;
+    if (section.empty() && line.find(",section=") != std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return std::nan("");
+}
+
+// /metrics of `laggard watch --serve` over a finished run in out_dir.
+std::string scrape_finished(const std::string& out_dir) {
+  Child watch(start_process({kLaggard, "watch", out_dir, "--interval", "0.2", "--serve", "127.0.0.1:0"}, clean_env()));
+  int port = served_port(watch.run);
+  std::string text;
+  wait_until([&] {
+    text = port ? http_get(port, "/metrics") : "";
+    return text.find("laggard_ranks 0\n") == std::string::npos && !text.empty();
+  }, 20);
+  EXPECT_EQ(watch.stop(SIGTERM).exit_code, 0);
+  return text;
+}
+
+TEST_F(Watch, ServesNcclBlameOfTheLateRank) {
+  std::vector<std::string> argv = {kLaggard, "run", "--nproc", "4", "--flush-s", "0.2", "--out", out(), "--", kFakeNccl,
+                                   "--base-ns", std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch()).count()),
+                                   "--steps", "60", "--late-rank", "2", "--late-ms", "3"};
+  ProcessResult run = run_process(argv, clean_env());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string text = scrape_finished(out());
+  double late = sample(text, "laggard_nccl_blame_seconds", 2);
+  EXPECT_GT(late, 0.05) << text;  // ~3 ms x 60 collectives x 3 waiting ranks
+  for (int r : {0, 1, 3}) {
+    EXPECT_LT(sample(text, "laggard_nccl_blame_seconds", r), 0.01 * late) << r;
+    EXPECT_GT(sample(text, "laggard_nccl_wait_seconds", r), 0.1) << r;
+    EXPECT_EQ(sample(text, "laggard_nccl_last_arrivals", r), 0) << r;
+  }
+  EXPECT_EQ(sample(text, "laggard_nccl_last_arrivals", 2), 60);
+  EXPECT_EQ(sample(text, "laggard_nccl_collectives", 2), 60);
+  EXPECT_EQ(sample(text, "laggard_straggler", 2), 1);
+}
+
+TEST_F(Watch, ServesGpuScoresOfTheSlowRank) {
+  ProcessOptions o = clean_env();
+  o.env["FAKE_CUDA_CLOCK_SKEW_NS"] = "-3000000000";
+  o.env["LAGGARD_CUPTI_PATH"] = kFakeCuda;
+  ProcessResult run = run_process({kLaggard, "run", "--nproc", "3", "--flush-s", "0.1", "--out", out(), "--",
+                                   kFakeCudaApp, "--cuda", kFakeCuda, "--steps", "8", "--slow-rank", "1",
+                                   "--slow-factor", "2"}, o);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string text = scrape_finished(out());
+  // As in Cupti.SlowRankSectionAndGpuScoreAreFlagged: bwd_gemm twice as slow on rank 1.
+  EXPECT_NEAR(sample(text, "laggard_gpu_section_relative_score", 1, "backward"), 0.5, 1e-9) << text;
+  EXPECT_NEAR(sample(text, "laggard_gpu_section_relative_score", 1, "forward"), 1.0, 1e-9) << text;
+  EXPECT_NEAR(sample(text, "laggard_gpu_relative_score", 1), (400.0 + 800 + 10) / (400 + 1600 + 10), 1e-9);
+  for (int r : {0, 2}) {
+    EXPECT_NEAR(sample(text, "laggard_gpu_relative_score", r), 1.0, 1e-9) << r;
+    EXPECT_EQ(sample(text, "laggard_straggler", r), 0) << r;
+  }
+  EXPECT_EQ(sample(text, "laggard_straggler", 1), 1);
 }
 
 }  // namespace
