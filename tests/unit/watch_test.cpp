@@ -214,6 +214,16 @@ TEST(MetricsServer, StopsAtOnceWhileAClientSaysNothing) {
   close(idle);
 }
 
+// docs/report.md's table of metrics names every metric /metrics can serve.
+TEST(Prometheus, EveryMetricIsDocumented) {
+  std::ifstream in(LAGGARD_REPORT_DOC);
+  ASSERT_TRUE(in) << LAGGARD_REPORT_DOC;
+  std::stringstream doc;
+  doc << in.rdbuf();
+  for (const std::string& name : report::prometheus_metric_names())
+    EXPECT_NE(doc.str().find("`" + name + "`"), std::string::npos) << name << " is missing from docs/report.md";
+}
+
 // docs/grafana-dashboard.json: every PromQL expression may name only metrics laggard serves and
 // only the labels it (or Prometheus, at scrape) attaches.
 TEST(GrafanaDashboard, QueriesUseOnlyServedMetricsAndLabels) {
