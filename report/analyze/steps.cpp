@@ -80,6 +80,8 @@ StepSet detect_steps(const RunModel& model, const std::string& step_section) {
     set.source = "NVTX section '" + name + "' (--step-section)";
   } else {
     // The most frequent top-level section; ties go to the longer one (a step encloses its parts).
+    // Counts within one occurrence per rank tie: in a run still being written (`laggard watch`) a
+    // short top-level range of the next step (a data load) may have closed while its step is open.
     std::map<std::string, std::pair<uint64_t, int64_t>> top;  // name -> (count, total)
     for (const RankData& r : model.ranks)
       for (const CaptureWindow& w : r.windows)
@@ -88,11 +90,12 @@ StepSet detect_steps(const RunModel& model, const std::string& step_section) {
             top[s.name].first += s.count;
             top[s.name].second += s.total_ns;
           }
-    uint64_t best_count = 1;  // a step must repeat
+    uint64_t most = 0;
+    for (const auto& [n, ct] : top) most = std::max(most, ct.first);
+    const uint64_t open_slack = model.ranks.size();
     int64_t best_total = -1;
     for (const auto& [n, ct] : top)
-      if (ct.first > best_count || (ct.first == best_count && ct.second > best_total)) {
-        best_count = ct.first;
+      if (ct.first > 1 /* a step repeats */ && ct.first + open_slack >= most && ct.second > best_total) {
         best_total = ct.second;
         name = n;
       }

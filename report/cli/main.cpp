@@ -10,6 +10,7 @@
 #include "launcher.h"
 #include "report_command.h"
 #include "stacks.h"
+#include "watch_command.h"
 
 #ifndef LAGGARD_VERSION
 #define LAGGARD_VERSION "dev"
@@ -159,6 +160,24 @@ int main(int argc, char** argv) {
     sub->callback([&imp, format] { imp.format = format; });
   }
 
+  laggard::cli::WatchOptions watch;
+  auto* watch_cmd = app.add_subcommand("watch", "live view of a running job's scores and stragglers; --serve for Prometheus");
+  watch_cmd->add_option("dir", watch.dir, "run directory, or an output directory holding runs")->required();
+  watch_cmd->add_option("--run", watch.read.run_id, "run id to watch when the directory holds several (default: newest)");
+  watch_cmd->add_option("--interval", watch.interval_s, "seconds between refreshes")->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str();
+  watch_cmd->add_option("--serve", watch.serve, "serve Prometheus metrics at http://HOST:PORT/metrics (HOST default 127.0.0.1)");
+  watch_cmd->add_option("--count", watch.count, "stop after N refreshes (default: run until Ctrl-C)")->check(CLI::Range(1, 1 << 30));
+  watch_cmd->add_option("--top", watch.top, "rows per table (default: fit the terminal)")->check(CLI::Range(1, 100000));
+  watch_cmd->add_option("--world-size", watch.read.expect_world_size, "expected number of ranks")->check(CLI::Range(1, 1 << 20));
+  watch_cmd->add_option("--relative-threshold", watch.scores.relative_threshold,
+                        "relative score below which a rank is a straggler")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  watch_cmd->add_option("--individual-threshold", watch.scores.individual_threshold,
+                        "individual score below which a rank is a straggler")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  watch_cmd->add_option("--window-s", watch.scores.window_s, "report window in seconds (default: the capture flush interval)")
+      ->check(CLI::Range(0.001, 1e7));
+  watch_cmd->add_option("--step-section", watch.step_section, "NVTX section that marks a training step");
+
   // Split at the first "--" after "run" ourselves: CLI11 would otherwise reorder CMD's words.
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> after_dashes;
@@ -214,6 +233,7 @@ int main(int argc, char** argv) {
     stacks.symbolize = !no_lines;
     return laggard::cli::stacks_command(stacks, std::cout, std::cerr);
   }
+  if (*watch_cmd) return laggard::cli::watch_command(watch, std::cout, std::cerr);
   if (*import_cmd) return laggard::cli::import_command(imp, std::cout, std::cerr);
   if (*diff_cmd) return laggard::cli::diff_command(diff, std::cout, std::cerr);
   if (*trace_cmd) {

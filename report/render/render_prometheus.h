@@ -1,0 +1,29 @@
+// `laggard watch --serve`: the watch state in the Prometheus text exposition format, version 0.0.4
+// (prometheus/docs content/docs/instrumenting/exposition_formats.md): "# HELP" and "# TYPE" lines,
+// then one sample per line, `name{label="value",...} value`. Every name is `laggard_*`; labels are
+// `rank`, `host`, `section`. Section and host names come from trace files and are untrusted: label
+// values escape `\`, `"` and newline as the format asks, and bytes that are not UTF-8 become U+FFFD
+// (Prometheus rejects label values that are not valid UTF-8).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "watch_state.h"
+
+namespace laggard::report {
+
+// Content-Type of the exposition format this renderer writes.
+inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+// The names of every metric render_prometheus can write (for the dashboard test, and docs).
+const std::vector<std::string>& prometheus_metric_names();
+
+// read_duration_s: how long the last re-read of the run took; read_at_ns: when it finished.
+std::string render_prometheus(const WatchState& state, double read_duration_s, int64_t read_at_ns);
+
+// A label value as the format wants it: valid UTF-8 with \ " and newline escaped.
+std::string prometheus_label_value(std::string_view s);
+
+}  // namespace laggard::report
