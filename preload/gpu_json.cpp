@@ -34,7 +34,7 @@ const char* gpu_kind_name(GpuRecordKind kind) {
   }
 }
 
-void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) {
+void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, bool with_records) {
   j.begin_object()
       .field("sampled", g.sampled)
       .field("clock_offset_ns", g.clock_offset_ns)
@@ -65,6 +65,10 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) 
         .end_object();
   }
   j.end_array();
+  if (!with_records) {
+    j.end_object();
+    return;
+  }
 
   const GpuRecords& r = g.records;
   std::vector<int64_t> start_off, api_off;
