@@ -132,6 +132,26 @@ std::string encode_gpu_records(const GpuRecords& r, int64_t window_start_ns) {
   return out;
 }
 
+std::string encode_gpu_block(const GpuWindow& g, int64_t window_start_ns) {
+  std::string out = encode_gpu_records(g.records, window_start_ns);
+  const std::vector<GpuKernelStats>& k = g.kernels;
+  put_u32(out, static_cast<uint32_t>(k.size()));
+  put_column(out, column(k, [&](size_t i) { return plus_one(k[i].section, kNoString); }));
+  put_column(out, column(k, [&](size_t i) { return plus_one(k[i].name, kNoString); }));
+  put_column(out, column(k, [&](size_t i) { return uint64_t(k[i].kind); }));
+  put_column(out, column(k, [&](size_t i) {
+    return uint64_t((k[i].nccl ? kGpuFlagNccl : 0) | (k[i].graph ? kGpuFlagGraph : 0));
+  }));
+  for (size_t d = 0; d < 3; ++d) put_column(out, column(k, [&](size_t i) { return uint64_t{k[i].grid[d]}; }));
+  for (size_t d = 0; d < 3; ++d) put_column(out, column(k, [&](size_t i) { return uint64_t{k[i].block[d]}; }));
+  put_column(out, column(k, [&](size_t i) { return k[i].count; }));
+  put_column(out, column(k, [&](size_t i) { return zigzag(k[i].total_ns); }));
+  put_column(out, column(k, [&](size_t i) { return zigzag(k[i].min_ns); }));
+  put_column(out, column(k, [&](size_t i) { return zigzag(k[i].max_ns); }));
+  put_column(out, column(k, [&](size_t i) { return zigzag(k[i].median_ns); }));
+  return out;
+}
+
 std::string encode_frame(std::string_view header_json, std::string_view window_json,
                          std::string_view gpu_records) {
   std::string raw;

@@ -22,6 +22,9 @@ uint32_t crc32_of(std::string_view data);
 // The window's GPU records as fixed-width little-endian columns (docs/schema.md, "Version 5").
 std::string encode_gpu_records(const GpuRecords& r, int64_t window_start_ns);
 
+// The window's GPU block in a frame: its records (above), then its kernel statistics as columns.
+std::string encode_gpu_block(const GpuWindow& g, int64_t window_start_ns);
+
 // One frame: header JSON, window JSON and the records block, zstd-compressed when libzstd.so.1
 // can be loaded (dlopen: liblaggard.so gains no library dependency), else stored raw.
 std::string encode_frame(std::string_view header_json, std::string_view window_json,

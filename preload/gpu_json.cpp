@@ -43,6 +43,10 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, 
   if (g.clock_ticks_per_ns != 1.0) j.field("clock_ticks_per_ns", g.clock_ticks_per_ns);
   if (!g.clock_problem.empty()) j.field("clock_problem", g.clock_problem);
   j.key("strings").array(g.strings);
+  if (!with_records) {  // schema v5 frames: statistics and records are binary columns
+    j.end_object();
+    return;
+  }
 
   j.key("kernels").begin_array();
   for (const GpuKernelStats& k : g.kernels) {
@@ -65,10 +69,6 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, 
         .end_object();
   }
   j.end_array();
-  if (!with_records) {
-    j.end_object();
-    return;
-  }
 
   const GpuRecords& r = g.records;
   std::vector<int64_t> start_off, api_off;

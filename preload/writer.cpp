@@ -223,7 +223,7 @@ std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& to
 std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final,
                                         int signal) {
   std::string window = render_window(w, false);
-  std::string records = w.gpu.present ? encode_gpu_records(w.gpu.records, w.start_ns) : std::string();
+  std::string records = w.gpu.present ? encode_gpu_block(w.gpu, w.start_ns) : std::string();
   size_t size = window.size() + records.size();  // before compression: segments hold <= max bytes of data
   if (frame_windows_ > 0 && (frame_windows_ >= windows_per_file_ || frame_bytes_ + size > max_segment_bytes_)) {
     ++current_.number;

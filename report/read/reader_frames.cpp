@@ -169,9 +169,16 @@ FrameScan scan_frames(std::string_view text, const std::function<void(const Fram
   return scan;
 }
 
-void decode_gpu_records(std::string_view block, int64_t window_start, const std::vector<uint32_t>& ids,
+namespace {
+
+int64_t dur_checked(uint64_t zz, const char* what) {
+  int64_t v = unzigzag(zz);
+  if (v < 0 || v > values::kMaxDurNs) throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+  return v;
+}
+
+void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector<uint32_t>& ids,
                         std::vector<GpuActivity>& out) {
-  BlockReader in(block);
   uint32_t n = in.u32();
   std::vector<Shape> shapes = read_shapes(in, in.u32());
   if (n > in.left() / 15) throw std::runtime_error("GPU records: more records than the block holds");
@@ -216,6 +223,47 @@ void decode_gpu_records(std::string_view block, int64_t window_start, const std:
     a.graph = f & 2u;
     out.push_back(a);
   }
+}
+
+// The kernel statistics after the records (docs/schema.md, "Version 5: binary kernel records").
+void decode_kernel_stats(BlockReader& in, const std::vector<uint32_t>& ids, std::vector<KernelWindowStats>& out) {
+  uint32_t n = in.u32();
+  if (n > in.left() / 16) throw std::runtime_error("GPU kernel statistics: more than the block holds");
+  BlockReader::Column section = in.column(n), name = in.column(n), kind = in.column(n), flags = in.column(n);
+  BlockReader::Column grid[3] = {in.column(n), in.column(n), in.column(n)};
+  BlockReader::Column block[3] = {in.column(n), in.column(n), in.column(n)};
+  BlockReader::Column count = in.column(n), total = in.column(n), min = in.column(n), max = in.column(n),
+                      median = in.column(n);
+  out.reserve(out.size() + n);
+  for (size_t i = 0; i < n; ++i) {
+    KernelWindowStats st;
+    st.section = string_id(ids, section[i]);
+    st.name = string_id(ids, name[i]);
+    uint64_t k = kind[i];
+    st.kind = k == 1 ? GpuKind::memcpy : k == 2 ? GpuKind::memset : GpuKind::kernel;
+    st.nccl = flags[i] & 1u;
+    st.graph = flags[i] & 2u;
+    for (int d = 0; d < 3; ++d) {
+      st.grid[d] = static_cast<uint32_t>(at_most(grid[d][i], UINT32_MAX, "gpu.kernels grid"));
+      st.block[d] = static_cast<uint32_t>(at_most(block[d][i], UINT32_MAX, "gpu.kernels block"));
+    }
+    st.count = at_most(count[i], values::kMaxCount, "gpu.kernels count");
+    st.total_ns = dur_checked(total[i], "gpu.kernels total_ns");
+    st.min_ns = dur_checked(min[i], "gpu.kernels min_ns");
+    st.max_ns = dur_checked(max[i], "gpu.kernels max_ns");
+    st.median_ns = dur_checked(median[i], "gpu.kernels median_ns");
+    out.push_back(st);
+  }
+}
+
+}  // namespace
+
+void decode_gpu_block(std::string_view block, int64_t window_start, const std::vector<uint32_t>& ids,
+                      CaptureWindow& out) {
+  BlockReader in(block);
+  decode_gpu_records(in, window_start, ids, out.gpu);
+  decode_kernel_stats(in, ids, out.kernel_stats);
+  if (in.left()) throw std::runtime_error("GPU block: bytes left over");
 }
 
 }  // namespace laggard::report

@@ -30,9 +30,10 @@ bool is_frame_file(std::string_view text);
 // or does not check out, and says so in the result. Never throws itself.
 FrameScan scan_frames(std::string_view text, const std::function<void(const FrameParts&)>& on_frame);
 
-// Decodes a frame's GPU records block (fixed-width columns) into `out`. `ids` maps the window's
-// string indices to run-wide ids. Throws std::runtime_error naming what is impossible.
-void decode_gpu_records(std::string_view block, int64_t window_start_ns, const std::vector<uint32_t>& ids,
-                        std::vector<GpuActivity>& out);
+// Decodes a frame's GPU block (records, then kernel statistics, as fixed-width columns) into
+// out.gpu and out.kernel_stats. `ids` maps the window's string indices to run-wide ids. Throws
+// std::runtime_error naming what is impossible.
+void decode_gpu_block(std::string_view block, int64_t window_start_ns, const std::vector<uint32_t>& ids,
+                      CaptureWindow& out);
 
 }  // namespace laggard::report

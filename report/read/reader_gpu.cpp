@@ -92,7 +92,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   }
 
   read_stream_events(g, window_start, ids, out);
-  if (!binary_records.empty()) return decode_gpu_records(binary_records, window_start, ids, out.gpu);
+  if (!binary_records.empty()) return decode_gpu_block(binary_records, window_start, ids, out);
   auto it = g.find("records");
   if (it == g.end()) return;
   const json& r = *it;

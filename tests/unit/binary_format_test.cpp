@@ -103,6 +103,19 @@ laggard::WindowSnapshot window(uint64_t index, int kernels, int rank_skew_ns = 0
   st.count = 1;
   st.total_ns = st.min_ns = st.max_ns = st.median_ns = 20'000;
   g.kernels.push_back(st);
+  laggard::GpuKernelStats copy;
+  copy.section = laggard::kNoString;
+  copy.name = 1;
+  copy.kind = laggard::GpuRecordKind::memcpy;
+  copy.nccl = copy.graph = true;
+  copy.grid = {1024, 3, 1};
+  copy.block = {128, 2, 1};
+  copy.count = 70000;
+  copy.total_ns = 5'000'000'000'000;
+  copy.min_ns = 400;
+  copy.max_ns = 9'000'000;
+  copy.median_ns = 1234;
+  g.kernels.push_back(copy);
   w.gpu_status.cupti = "on";
   return w;
 }
@@ -148,6 +161,23 @@ void expect_same_activity(const GpuActivity& a, const GpuActivity& b) {
   EXPECT_EQ(a.graph, b.graph);
 }
 
+void expect_same_stats(const laggard::report::KernelWindowStats& a, const laggard::report::KernelWindowStats& b) {
+  EXPECT_EQ(a.section, b.section);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.nccl, b.nccl);
+  EXPECT_EQ(a.graph, b.graph);
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_EQ(a.grid[d], b.grid[d]);
+    EXPECT_EQ(a.block[d], b.block[d]);
+  }
+  EXPECT_EQ(a.count, b.count);
+  EXPECT_EQ(a.total_ns, b.total_ns);
+  EXPECT_EQ(a.min_ns, b.min_ns);
+  EXPECT_EQ(a.max_ns, b.max_ns);
+  EXPECT_EQ(a.median_ns, b.median_ns);
+}
+
 void expect_same_runs(const RunModel& a, const RunModel& b) {
   ASSERT_EQ(a.ranks.size(), b.ranks.size());
   ASSERT_EQ(a.strings.size(), b.strings.size());
@@ -163,6 +193,7 @@ void expect_same_runs(const RunModel& a, const RunModel& b) {
       ASSERT_EQ(wa.kernel_stats.size(), wb.kernel_stats.size());
       ASSERT_EQ(wa.gpu.size(), wb.gpu.size());
       for (size_t i = 0; i < wa.gpu.size(); ++i) expect_same_activity(wa.gpu[i], wb.gpu[i]);
+      for (size_t i = 0; i < wa.kernel_stats.size(); ++i) expect_same_stats(wa.kernel_stats[i], wb.kernel_stats[i]);
     }
   }
 }
@@ -181,6 +212,7 @@ TEST(BinaryFormat, ReadsBackExactlyWhatTheJsonFormatReadsBack) {
   RunModel json = laggard::report::read_run((tmp.path / "json").string());
   RunModel bin = laggard::report::read_run((tmp.path / "bin").string());
   EXPECT_EQ(json.ranks.at(0).windows.at(0).gpu.size(), 41u);
+  EXPECT_EQ(json.ranks.at(0).windows.at(0).kernel_stats.size(), 2u);
   expect_same_runs(json, bin);
   EXPECT_EQ(find_problem(bin, "torn_tail"), nullptr);
   EXPECT_EQ(find_problem(bin, "invalid_value"), nullptr);
