@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <string>
 
+#include "frame_out.h"
 #include "reader.h"
 #include "writer.h"
 
@@ -116,7 +117,7 @@ laggard::WindowSnapshot flush_window(int rank, int index, int first_step, int st
 constexpr int kStepsPerWindow = 25;
 
 int generate(const std::string& dir, int ranks, int kernels, int steps, bool binary) {
-  uint64_t records = 0;
+  uint64_t records = 0, written = 0, rank0_columns = 0, rank0_records = 0;  // written: bytes of every file write, rewrites included
   for (int rank = 0; rank < ranks; ++rank) {
     laggard::SegmentWriter writer(dir, file_info(rank, ranks), 30, 64u << 20);
     if (binary) writer.set_format(laggard::FileFormat::binary);
@@ -125,18 +126,24 @@ int generate(const std::string& dir, int ranks, int kernels, int steps, bool bin
       int n = std::min(kStepsPerWindow, steps - first);
       laggard::WindowSnapshot w = flush_window(rank, index, first, n, kernels, correlation);
       records += w.gpu.records.size();
+      if (rank == 0) rank0_columns += laggard::encode_gpu_records(w.gpu.records, w.start_ns).size();
+      if (rank == 0) rank0_records += w.gpu.records.size();
       if (std::string err = writer.write(w, w.dropped, first + n == steps, 0); !err.empty()) {
         std::fprintf(stderr, "write failed: %s\n", err.c_str());
         return 1;
       }
+      written += binary ? 0 : fs::file_size(writer.current_path());  // JSON: the segment is rewritten whole
     }
   }
   uint64_t bytes = 0;
   for (const auto& e : fs::directory_iterator(dir)) bytes += e.file_size();
+  if (binary) written = bytes;  // appended once each
+  std::printf("records as v5 columns before compression: %.1f bytes per kernel record\n",
+              double(rank0_columns) / double(std::max<uint64_t>(rank0_records, 1)));
   std::printf("generated %s: %d ranks x %d kernels x %d steps = %llu kernel records, %.1f MB on disk, "
-              "%.1f bytes per kernel record (everything in the files counted)\n",
+              "%.1f bytes per kernel record (everything in the files counted), %.2fx the final size written\n",
               binary ? "binary" : "json", ranks, kernels, steps, (unsigned long long)records, bytes / 1e6,
-              double(bytes) / double(records));
+              double(bytes) / double(records), double(written) / double(bytes));
   return 0;
 }
 
