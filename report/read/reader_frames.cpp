@@ -28,28 +28,38 @@ uint64_t le(const char* p, unsigned width) {
   return v;
 }
 
-// The payload of the frame at `at`, decompressed; "" in `why` or what is wrong with it.
-std::string frame_payload(std::string_view text, size_t at, size_t& frame_size, std::string& why) {
-  if (text.size() - at < kFrameHead) return why = "a frame header cut off", std::string();
+// The frame at some offset, decompressed, or what is wrong with it.
+struct Payload {
+  std::string bytes;
+  size_t frame_size = 0;  // head + stored bytes
+  std::string problem;    // empty: whole and checked
+};
+
+Payload fail(std::string why) { return {{}, 0, std::move(why)}; }
+
+Payload frame_payload(std::string_view text, size_t at) {
+  if (text.size() - at < kFrameHead) return fail("a frame header cut off");
   const char* h = text.data() + at;
-  if (std::memcmp(h, kMagic, 4) != 0) return why = "no frame starts here", std::string();
+  if (std::memcmp(h, kMagic, 4) != 0) return fail("no frame starts here");
   uint8_t compression = static_cast<uint8_t>(h[4]);
   uint32_t stored = le32(h + 8), raw = le32(h + 12), crc = le32(h + 16);
-  if (stored > text.size() - at - kFrameHead) return why = "a frame cut off", std::string();
+  if (stored > text.size() - at - kFrameHead) return fail("a frame cut off");
   std::string_view body = text.substr(at + kFrameHead, stored);
   if (static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))) != crc)
-    return why = "a frame whose checksum does not match", std::string();
-  if (raw > kMaxFrameRaw) return why = "a frame larger than 256 MiB", std::string();
-  frame_size = kFrameHead + stored;
+    return fail("a frame whose checksum does not match");
+  if (raw > kMaxFrameRaw) return fail("a frame larger than 256 MiB");
+  Payload p;
+  p.frame_size = kFrameHead + stored;
   if (compression == 0) {
-    if (raw != stored) return why = "a frame of inconsistent size", std::string();
-    return std::string(body);
+    if (raw != stored) return fail("a frame of inconsistent size");
+    p.bytes.assign(body);
+    return p;
   }
-  if (compression != 1) return why = fmt::format("a frame of unknown compression {}", compression), std::string();
-  std::string out(raw, '\0');
-  size_t n = ZSTD_decompress(out.data(), out.size(), body.data(), body.size());
-  if (ZSTD_isError(n) || n != raw) return why = "a frame that does not decompress", std::string();
-  return out;
+  if (compression != 1) return fail(fmt::format("a frame of unknown compression {}", compression));
+  p.bytes.assign(raw, '\0');
+  size_t n = ZSTD_decompress(p.bytes.data(), p.bytes.size(), body.data(), body.size());
+  if (ZSTD_isError(n) || n != raw) return fail("a frame that does not decompress");
+  return p;
 }
 
 // Splits a payload into its three length-prefixed parts.
@@ -151,11 +161,10 @@ FrameScan scan_frames(std::string_view text, const std::function<void(const Fram
   FrameScan scan;
   size_t at = 0;
   while (at < text.size()) {
-    std::string why;
-    size_t size = 0;
-    std::string payload = frame_payload(text, at, size, why);
+    Payload payload = frame_payload(text, at);
     FrameParts parts;
-    if (why.empty() && !split_payload(payload, parts)) why = "a frame whose parts do not add up";
+    std::string why = std::move(payload.problem);
+    if (why.empty() && !split_payload(payload.bytes, parts)) why = "a frame whose parts do not add up";
     if (!why.empty()) {
       scan.torn_tail = fmt::format("the last {} bytes (from byte {}) are {} (a write cut short by a crash or a "
                                    "full disk); the {} whole window(s) before them are read",
@@ -164,7 +173,7 @@ FrameScan scan_frames(std::string_view text, const std::function<void(const Fram
     }
     on_frame(parts);
     ++scan.frames;
-    at += size;
+    at += payload.frame_size;
   }
   return scan;
 }
