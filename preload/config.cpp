@@ -87,6 +87,11 @@ ConfigResult parse_config(const Env& env) {
     else r.warnings.push_back(bad("LAGGARD_WINDOWS_PER_FILE", v, "integer >= 1", "30"));
   }
 
+  if (const char* v = env("LAGGARD_FILE_FORMAT")) {
+    if (is_any(v, {"binary", "bin"})) c.binary_files = true;
+    else if (!is_any(v, {"json", ""})) r.warnings.push_back(bad("LAGGARD_FILE_FORMAT", v, "json or binary", "json"));
+  }
+
   if (const char* v = env("LAGGARD_MAX_OCCURRENCES")) {
     long long n = 0;
     if (parse_int(v, 1, 10000000, &n)) c.max_occurrences = static_cast<int>(n);

@@ -34,7 +34,7 @@ const char* gpu_kind_name(GpuRecordKind kind) {
   }
 }
 
-void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) {
+void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, bool with_records) {
   j.begin_object()
       .field("sampled", g.sampled)
       .field("clock_offset_ns", g.clock_offset_ns)
@@ -43,6 +43,10 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) 
   if (g.clock_ticks_per_ns != 1.0) j.field("clock_ticks_per_ns", g.clock_ticks_per_ns);
   if (!g.clock_problem.empty()) j.field("clock_problem", g.clock_problem);
   j.key("strings").array(g.strings);
+  if (!with_records) {  // schema v5 frames: statistics and records are binary columns
+    j.end_object();
+    return;
+  }
 
   j.key("kernels").begin_array();
   for (const GpuKernelStats& k : g.kernels) {

@@ -334,6 +334,7 @@ void activate() {
   fi.nccl_status = rt.nccl_status;
   rt.writer = std::make_unique<SegmentWriter>(absolute(rt.cfg.out_dir) + "/" + fi.run_id, fi,
                                               rt.cfg.windows_per_file);
+  if (rt.cfg.binary_files) rt.writer->set_format(FileFormat::binary);
 
   rt.exit_wait_left_ns.store(static_cast<int64_t>(rt.cfg.exit_wait_s * 1e9));
 

@@ -116,6 +116,24 @@ std::string RunDirFd::write_atomically(const std::string& name, const std::strin
   return "";
 }
 
+std::string RunDirFd::append_whole(const std::string& name, const std::string& data, bool fresh) const {
+  int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_CREAT;
+  if (fresh) {
+    ::unlinkat(fd_, name.c_str(), 0);  // a planted name goes; never opened
+    flags |= O_EXCL;
+  }
+  int fd = ::openat(fd_, name.c_str(), flags, kFileMode);
+  if (fd < 0) return "cannot write '" + path_ + "/" + name + "': " + std::strerror(errno);
+  struct stat st {};
+  std::string err;
+  if (::fstat(fd, &st) != 0) err = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) err = "not a regular file";
+  if (err.empty()) err = write_all(fd, data);
+  if (!err.empty() && S_ISREG(st.st_mode)) (void)::ftruncate(fd, st.st_size);  // no torn frame stays
+  if (::close(fd) != 0 && err.empty()) err = std::strerror(errno);
+  return err.empty() ? "" : "cannot write '" + path_ + "/" + name + "': " + err;
+}
+
 int RunDirFd::remove_stale_temp_files(int rank, long own_pid) const {
   int dup_fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) return 0;

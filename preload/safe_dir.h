@@ -49,6 +49,13 @@ class RunDirFd {
   // which replaces a symlink there rather than following it. Returns "" or an error.
   std::string write_atomically(const std::string& name, const std::string& data) const;
 
+  // Appends `data` to `name` whole or not at all (schema v5 segments). `fresh`: the first
+  // append this process makes to `name`: whatever sits there is unlinked and a new file created
+  // (O_EXCL|O_NOFOLLOW), as for temp files. Later appends open it O_APPEND|O_NOFOLLOW and refuse
+  // anything but a regular file; a failed or short write is cut off again (ftruncate), so the
+  // file stays a sequence of whole frames. Returns "" or an error.
+  std::string append_whole(const std::string& name, const std::string& data, bool fresh) const;
+
   // Removes `.rankNNNNN-PID-seg*.json.tmp` files of `rank` whose PID is not a live process on
   // this host (left by a SIGKILL mid-write). Returns how many were removed.
   int remove_stale_temp_files(int rank, long own_pid) const;

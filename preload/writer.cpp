@@ -1,8 +1,10 @@
 #include "writer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "clock.h"
+#include "frame_out.h"
 #include "gpu_json.h"
 #include "gpu_health_json.h"
 #include "json_out.h"
@@ -33,7 +35,7 @@ void drops_json(JsonOut& j, const DropCounters& d) {
 
 }  // namespace
 
-std::string render_window(const WindowSnapshot& w) {
+std::string render_window(const WindowSnapshot& w, bool gpu_records) {
   std::string s;
   JsonOut j(s);
   j.begin_object()
@@ -69,7 +71,7 @@ std::string render_window(const WindowSnapshot& w) {
   j.end_array();
   if (w.gpu.present) {
     j.key("gpu");
-    render_gpu_window(j, w.gpu, w.start_ns);
+    render_gpu_window(j, w.gpu, w.start_ns, gpu_records);
   }
   if (w.nccl.active) render_nccl(j, w.nccl, w.start_ns);
   if (w.gpu_health.present) render_gpu_health(j, w.gpu_health);
@@ -87,11 +89,15 @@ SegmentWriter::SegmentWriter(std::string run_dir, FileInfo info, int windows_per
 
 std::string SegmentWriter::file_name(int segment) const {
   char name[96];
-  std::snprintf(name, sizeof name, "rank%05d-%ld-seg%04d.json", info_.rank, info_.pid, segment);
+  std::snprintf(name, sizeof name, "rank%05d-%ld-seg%04d.%s", info_.rank, info_.pid, segment,
+                format_ == FileFormat::binary ? "lgr" : "json");
   return name;
 }
 
-std::string SegmentWriter::current_path() const { return run_dir_ + "/" + file_name(current_.number); }
+std::string SegmentWriter::current_path() const {
+  int segment = format_ == FileFormat::binary ? std::max(created_segment_, 0) : current_.number;
+  return run_dir_ + "/" + file_name(segment);
+}
 
 std::string SegmentWriter::render_header(int segment, const DropCounters& totals, bool final, int signal,
                                          int64_t last_end_ns) const {
@@ -178,6 +184,7 @@ void SegmentWriter::drop_oldest_unwritten() {
 std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& totals, bool final,
                                  int signal) {
   if (!w.gpu_status.cupti.empty()) gpu_status_ = w.gpu_status;
+  if (format_ == FileFormat::binary) return write_binary(w, totals, final, signal);
   std::string rendered = render_window(w);
   // Start a new segment when this window would overflow the current one.
   if (!current_.windows_json.empty() &&
@@ -208,6 +215,54 @@ std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& to
       !err.empty())
     return err;
   current_.on_disk = current_.windows_json.size();
+  return "";
+}
+
+// Binary format (schema v5). The frame's header is the whole file header as of this window, so
+// the newest whole frame says what a rewritten JSON header would.
+std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final,
+                                        int signal) {
+  std::string window = render_window(w, false);
+  std::string records = w.gpu.present ? encode_gpu_block(w.gpu, w.start_ns) : std::string();
+  size_t size = window.size() + records.size();  // before compression: segments hold <= max bytes of data
+  if (frame_windows_ > 0 && (frame_windows_ >= windows_per_file_ || frame_bytes_ + size > max_segment_bytes_)) {
+    ++current_.number;
+    frame_windows_ = 0;
+    frame_bytes_ = 0;
+  }
+  ++frame_windows_;
+  frame_bytes_ += size;
+  make_room(size);  // first, so the header counts what it dropped
+  std::string header = render_header(current_.number, totals, final, signal, w.end_ns) + "}";
+  std::string frame = encode_frame(header, window, records);
+  pending_bytes_ += frame.size();
+  pending_frames_.push_back({current_.number, std::move(frame)});
+
+  RunDirFd dir(run_dir_, created_dir_);
+  if (!dir.ok()) return dir.error();
+  if (dir.created()) created_dir_ = dir.identity();
+  return append_pending(dir);
+}
+
+// Keeps unwritten frames within max_unwritten_bytes: the oldest go, counted as lost windows.
+void SegmentWriter::make_room(size_t bytes) {
+  while (!pending_frames_.empty() && pending_bytes_ + bytes > max_unwritten_bytes_) {
+    pending_bytes_ -= pending_frames_.front().bytes.size();
+    pending_frames_.pop_front();
+    ++windows_lost_;
+  }
+}
+
+// Oldest first, stopping at the first failure (a hung or full file system fails them all).
+std::string SegmentWriter::append_pending(const RunDirFd& dir) {
+  while (!pending_frames_.empty()) {
+    PendingFrame& f = pending_frames_.front();
+    bool fresh = f.segment > created_segment_;
+    if (std::string err = dir.append_whole(file_name(f.segment), f.bytes, fresh); !err.empty()) return err;
+    created_segment_ = std::max(created_segment_, f.segment);
+    pending_bytes_ -= f.bytes.size();
+    pending_frames_.pop_front();
+  }
   return "";
 }
 

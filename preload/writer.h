@@ -8,6 +8,10 @@
 // segment stays in memory and every later flush rewrites it, also after the next segment has
 // started. Only when more than max_unwritten_bytes wait does the oldest go, and the header's
 // windows_lost counts what went (schema v4).
+//
+// FileFormat::binary (schema v5, LAGGARD_FILE_FORMAT=binary) appends each window once as a
+// self-checking frame instead (frame_out.h): nothing is rewritten, a crash mid-append leaves
+// whole windows, and GPU records are compact columns. Failed appends wait in memory likewise.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +25,9 @@
 
 namespace laggard {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
+
+enum class FileFormat { json, binary };
 
 struct FileInfo {
   std::string run_id, run_id_source;
@@ -50,10 +56,14 @@ class SegmentWriter {
   // cleanly; `signal`: non-zero when written because of that signal. Returns "" or an error.
   std::string write(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
 
+  // Before the first write: json (rewritten segments, default) or binary (appended frames).
+  void set_format(FileFormat f) { format_ = f; }
+  FileFormat format() const { return format_; }
+
   const std::string& run_dir() const { return run_dir_; }
   std::string current_path() const;
   uint64_t windows_lost() const { return windows_lost_; }
-  size_t unwritten_segments() const { return unwritten_.size(); }
+  size_t unwritten_segments() const { return unwritten_.size() + pending_frames_.size(); }
 
  private:
   struct Segment {
@@ -70,6 +80,14 @@ class SegmentWriter {
                             int64_t last_end_ns) const;
   void start_next_segment();
   void drop_oldest_unwritten();
+  // Binary format (schema v5): each window becomes one frame, appended once.
+  struct PendingFrame {
+    int segment = 0;
+    std::string bytes;
+  };
+  std::string write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
+  void make_room(size_t bytes);
+  std::string append_pending(const RunDirFd& dir);
 
   std::string run_dir_;
   FileInfo info_;
@@ -83,9 +101,16 @@ class SegmentWriter {
   bool cleaned_stale_ = false;
   DirIdentity created_dir_;                // the run directory, when this process created it
   GpuStatus gpu_status_;                   // latest reported by the cupti source
+  FileFormat format_ = FileFormat::json;
+  std::deque<PendingFrame> pending_frames_;  // binary: frames not yet appended, oldest first
+  size_t pending_bytes_ = 0;
+  int frame_windows_ = 0;                  // binary: windows in the current segment
+  size_t frame_bytes_ = 0;                 // binary: bytes in the current segment
+  int created_segment_ = -1;               // binary: newest segment file this process created
 };
 
 // Renders one window as a JSON object (exposed for tests).
-std::string render_window(const WindowSnapshot& w);
+// `gpu_records`: false leaves gpu.records out (binary frames carry them as columns).
+std::string render_window(const WindowSnapshot& w, bool gpu_records = true);
 
 }  // namespace laggard

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "render_csv.h"
 #include "render_trace.h"
 #include "health_analysis.h"
+#include "progress.h"
 #include "stacks.h"
 #include "text_escape.h"
 #include "text_lists.h"
@@ -32,16 +34,29 @@ void health_text(const report::HealthReport& health, size_t top, std::ostream& o
   if (health.present) out << report::more_line(health.gpus.size(), rows, "GPUs");
 }
 
+// Reading reports files and megabytes done; the bar shows only on a terminal, after a second.
+report::ReadOptions with_progress(report::ReadOptions read, ProgressBar& bar) {
+  read.on_progress = [&bar](size_t files, size_t total, uint64_t bytes, uint64_t total_bytes) {
+    double fraction = total_bytes ? double(bytes) / double(total_bytes) : double(files) / double(total);
+    bar.update("reading", fraction, fmt::format("{}/{} files, {:.0f}/{:.0f} MB", files, total, bytes / 1e6,
+                                                total_bytes / 1e6));
+  };
+  return read;
+}
+
 }  // namespace
 
 int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err) {
   report::RunModel model;
+  ProgressBar bar(err, &err == &std::cerr && stderr_is_terminal());
   try {
-    model = report::read_run(o.dir, o.read);
+    model = report::read_run(o.dir, with_progress(o.read, bar));
   } catch (const std::exception& e) {
+    bar.clear();
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
+  bar.clear();  // the report and its warnings start on a clean line
   try {  // the last line of defence: a message and exit code 2, never an abort
     return report_model(model, o, out, err);
   } catch (const std::exception& e) {

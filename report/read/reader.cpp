@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -14,8 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "reader_checks.h"
+#include "reader_frames.h"
 #include "reader_gpu.h"
 #include "reader_integrity.h"
+#include "reader_parallel.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
 #include "reader_segment.h"
@@ -28,11 +31,12 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 4;
+constexpr int kMinSchema = 1, kMaxSchema = 5;
+constexpr int kFirstFrameSchema = 5;  // frame files (reader_frames.h) start at version 5
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();
-  return n.rfind("rank", 0) == 0 && p.extension() == ".json";
+  return n.rfind("rank", 0) == 0 && (p.extension() == ".json" || p.extension() == ".lgr");
 }
 
 std::vector<fs::path> rank_files_in(const fs::path& dir) {
@@ -130,7 +134,7 @@ SectionWindow read_section(const json& s, int64_t window_start) {
 }
 
 CaptureWindow read_window(const json& w, int version, StringTable& strings, uint64_t& folded_ranges,
-                          std::vector<std::string>& notes) {
+                          std::vector<std::string>& notes, std::string_view binary_records = {}) {
   CaptureWindow cw;
   cw.index = values::count(w.at("index"), "index");
   try {
@@ -142,7 +146,8 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
       if (is_folded(sec, version)) folded_ranges += values::count(sec.at("count"), "count");
       else cw.sections.push_back(read_section(sec, cw.start_ns));
     }
-    if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
+    if (auto g = w.find("gpu"); g != w.end() && g->is_object())
+      read_gpu_window(*g, cw.start_ns, strings, cw, binary_records);
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
   } catch (const std::exception& e) {
@@ -174,22 +179,21 @@ std::string read_text(const fs::path& path, uint64_t max_bytes) {
 
 }  // namespace
 
-Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings) {
-  if (text.empty()) throw std::runtime_error("empty file");
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(fmt::format("truncated or invalid JSON (at byte {} of {})", e.byte, text.size()));
-  }
+namespace {
+
+// The schema version, after checking this is a laggard rank file this reader knows.
+int checked_version(const json& j) {
   if (!j.is_object() || get_or<std::string>(j, "schema", "") != "laggard-rank")
     throw std::runtime_error("not a laggard rank file");
   int version = static_cast<int>(int_or(j, "schema_version", INT_MIN, INT_MAX, 0));
   if (version < kMinSchema || version > kMaxSchema)
     throw std::runtime_error(fmt::format("unsupported schema_version {} (this laggard reads {}..{})",
                                          version, kMinSchema, kMaxSchema));
-  Segment s;
-  s.path = path;
+  return version;
+}
+
+// The file header's fields (everything but "windows").
+void read_header(const json& j, Segment& s) {
   s.run_id = j.at("run_id").get<std::string>();
   s.rank = static_cast<int>(values::integer(j.at("rank"), 0, values::kMaxWorldSize - 1, "rank"));
   auto& notes = s.notes;
@@ -221,21 +225,81 @@ Segment parse_segment_text(const std::string& text, const std::string& path, Str
       s.gpu_clock_offset_ns = int_or(*it, "gpu_offset_ns", -values::kMaxTimeNs, values::kMaxTimeNs, 0);
     });
   s.dropped = read_counts(j.value("dropped", json::object()), "dropped.", notes);
+}
+
+// Counts the windows left out as impossible, keeping the first reason.
+struct BadWindows {
+  size_t bad = 0, total = 0;
+  std::string first_error;
+  void add_to(std::vector<std::string>& notes) const {
+    if (bad)
+      notes.push_back(fmt::format("{} of {} window(s) left out as impossible ({}{})", bad, total, first_error,
+                                  bad > 1 ? "; ..." : ""));
+  }
+};
+
+template <class F>
+void try_window(BadWindows& bad, F&& read) {
+  ++bad.total;
+  try {
+    read();
+  } catch (const std::exception& e) {
+    if (!bad.bad++) bad.first_error = e.what();
+  }
+}
+
+json parse_json(std::string_view text, const char* what) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(fmt::format("truncated or invalid JSON{} (at byte {} of {})", what, e.byte, text.size()));
+  }
+}
+
+Segment parse_json_segment(const std::string& text, const std::string& path, StringTable& strings) {
+  json j = parse_json(text, "");
+  int version = checked_version(j);
+  Segment s;
+  s.path = path;
+  read_header(j, s);
   const json& windows = j.at("windows");
   if (!windows.is_array()) throw std::runtime_error("windows is not an array");
-  size_t bad = 0;
-  std::string first_error;
-  for (const json& w : windows) {
-    try {
-      s.windows.push_back(read_window(w, version, strings, s.folded_ranges, notes));
-    } catch (const std::exception& e) {
-      if (!bad++) first_error = e.what();
-    }
-  }
-  if (bad)
-    notes.push_back(fmt::format("{} of {} window(s) left out as impossible ({}{})", bad, windows.size(),
-                                first_error, bad > 1 ? "; ..." : ""));
+  BadWindows bad;
+  for (const json& w : windows)
+    try_window(bad, [&] { s.windows.push_back(read_window(w, version, strings, s.folded_ranges, s.notes)); });
+  bad.add_to(s.notes);
   return s;
+}
+
+// Version 5 frames: each frame one window plus the header as of that window; the last whole
+// frame's header is the file's.
+Segment parse_frame_segment(const std::string& text, const std::string& path, StringTable& strings) {
+  Segment s;
+  s.path = path;
+  std::string header;
+  BadWindows bad;
+  FrameScan scan = scan_frames(text, [&](const FrameParts& f) {
+    header.assign(f.header_json);
+    try_window(bad, [&] {
+      json w = parse_json(f.window_json, " in a window");
+      s.windows.push_back(read_window(w, kFirstFrameSchema, strings, s.folded_ranges, s.notes, f.gpu_records));
+    });
+  });
+  if (!scan.frames) throw std::runtime_error("no whole window: " + scan.torn_tail);
+  json j = parse_json(header, " in the header");
+  if (checked_version(j) < kFirstFrameSchema) throw std::runtime_error("frame file with a schema_version below 5");
+  read_header(j, s);
+  bad.add_to(s.notes);
+  s.torn_tail = scan.torn_tail;
+  return s;
+}
+
+}  // namespace
+
+Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings) {
+  if (text.empty()) throw std::runtime_error("empty file");
+  if (is_frame_file(text)) return parse_frame_segment(text, path, strings);
+  return parse_json_segment(text, path, strings);
 }
 
 namespace {
@@ -280,6 +344,74 @@ void add_nvtx_problems(const RankData& r, std::vector<Problem>& problems) {
 
 std::string fmt_seconds(int64_t ns) { return fmt::format("{:.1f} s", double(ns) / 1e9); }
 
+// One file parsed on its own (any thread): its segment and strings, or why not.
+struct ParsedFile {
+  std::optional<Segment> segment;
+  StringTable strings;
+  std::string error;
+};
+
+ParsedFile parse_file(const fs::path& f, uint64_t max_bytes) {
+  ParsedFile p;
+  try {  // whatever one file holds, it costs at most that file
+    p.segment = parse_segment_text(read_text(f, max_bytes), f.string(), p.strings);
+  } catch (const std::exception& e) {
+    p.error = e.what();
+  } catch (...) {
+    p.error = "unreadable";
+  }
+  return p;
+}
+
+// Reports progress in files and bytes as files finish, one call at a time.
+class ProgressCounter {
+ public:
+  ProgressCounter(const ReadOptions& opts, const std::vector<fs::path>& files) : opts_(opts), sizes_(files.size()) {
+    if (!opts_.on_progress) return;
+    std::error_code ec;
+    for (size_t i = 0; i < files.size(); ++i) {
+      uint64_t size = fs::file_size(files[i], ec);
+      sizes_[i] = ec ? 0 : size;
+      total_bytes_ += sizes_[i];
+    }
+  }
+  void file_done(size_t i) {
+    if (!opts_.on_progress) return;
+    std::lock_guard lock(mutex_);
+    done_bytes_ += sizes_[i];
+    opts_.on_progress(++done_files_, sizes_.size(), done_bytes_, total_bytes_);
+  }
+
+ private:
+  const ReadOptions& opts_;
+  std::vector<uint64_t> sizes_;
+  uint64_t total_bytes_ = 0, done_bytes_ = 0;
+  size_t done_files_ = 0;
+  std::mutex mutex_;
+};
+
+// Parses every file, in parallel, then takes them in file order: the same model as one thread.
+std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadOptions& opts, RunModel& model) {
+  std::vector<ParsedFile> parsed(files.size());
+  ProgressCounter progress(opts, files);
+  parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
+    parsed[i] = parse_file(files[i], opts.max_file_bytes);
+    progress.file_done(i);
+  });
+  std::vector<Segment> segments;
+  segments.reserve(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!parsed[i].segment) {
+      model.problems.push_back({"unreadable_file", -1, files[i].string(), parsed[i].error});
+      continue;
+    }
+    move_strings_into(model.strings, parsed[i].strings, *parsed[i].segment);
+    segments.push_back(std::move(*parsed[i].segment));
+    parsed[i] = ParsedFile{};  // free as we go
+  }
+  return segments;
+}
+
 }  // namespace
 
 RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
@@ -295,7 +427,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->is_directory(ec))
         if (auto f = rank_files_in(it->path()); !f.empty()) runs.emplace_back(it->path(), std::move(f));
-    if (runs.empty()) throw std::runtime_error("no laggard rank files (rank*.json) in '" + dir_arg + "' or its run directories");
+    if (runs.empty()) throw std::runtime_error("no laggard rank files (rank*.json, rank*.lgr) in '" + dir_arg + "' or its run directories");
     std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return newest(a.second) > newest(b.second); });
     size_t pick = 0;
     if (!opts.run_id.empty()) {
@@ -311,16 +443,7 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   }
   model.dir = dir.string();
 
-  std::vector<Segment> segments;
-  for (const auto& f : files) {
-    try {  // whatever one file holds, it costs at most that file
-      segments.push_back(parse_segment_text(read_text(f, opts.max_file_bytes), f.string(), model.strings));
-    } catch (const std::exception& e) {
-      model.problems.push_back({"unreadable_file", -1, f.string(), e.what()});
-    } catch (...) {
-      model.problems.push_back({"unreadable_file", -1, f.string(), "unreadable"});
-    }
-  }
+  std::vector<Segment> segments = parse_files(files, opts, model);
   if (segments.empty()) {
     if (model.problems.empty()) throw std::runtime_error("no readable rank files in '" + model.dir + "'");
     return model;  // every file is listed as a problem; the report says so
@@ -330,8 +453,10 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
 }
 
 void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts) {
-  for (const Segment& s : segments)
+  for (const Segment& s : segments) {
     for (const std::string& note : s.notes) model.problems.push_back({"invalid_value", s.rank, s.path, note});
+    if (!s.torn_tail.empty()) model.problems.push_back({"torn_tail", s.rank, s.path, s.torn_tail});
+  }
 
   // One run per directory: files of another run are set aside, never mixed in.
   std::map<std::string, int> run_votes;

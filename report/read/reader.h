@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "model.h"
@@ -13,6 +14,9 @@ struct ReadOptions {
   std::string run_id;        // pick this run when DIR holds several; empty: the newest
   int expect_world_size = -1;  // overrides the world size found in the files
   uint64_t max_file_bytes = uint64_t{256} << 20;  // larger rank files are refused unread (a problem entry)
+  unsigned threads = 0;      // files parsed at once; 0: one per core
+  // Called after each file is parsed (from the parsing threads, one call at a time).
+  std::function<void(size_t files_done, size_t files_total, uint64_t bytes_done, uint64_t bytes_total)> on_progress;
 };
 
 // Throws std::runtime_error only when there is nothing to report at all (no such directory,

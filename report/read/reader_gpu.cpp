@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include "reader_frames.h"
 #include "reader_values.h"
 
 namespace laggard::report {
@@ -64,7 +65,8 @@ void read_stream_events(const json& g, int64_t window_start, const std::vector<u
 
 }  // namespace
 
-void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out) {
+void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out,
+                     std::string_view binary_records) {
   out.gpu_sampled = g.value("sampled", false);
   out.gpu_launches = g.value("launches", uint64_t{0});
   out.gpu_starved = g.value("starved", std::string());
@@ -90,6 +92,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   }
 
   read_stream_events(g, window_start, ids, out);
+  if (!binary_records.empty()) return decode_gpu_block(binary_records, window_start, ids, out);
   auto it = g.find("records");
   if (it == g.end()) return;
   const json& r = *it;

@@ -1,6 +1,8 @@
 // Reading a window's "gpu" object (schema_version 2, docs/schema.md "GPU") into the run model.
 #pragma once
 
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "model.h"
@@ -10,7 +12,9 @@ namespace laggard::report {
 // Fills out.kernel_stats, out.gpu and out.gpu_sampled; strings are interned in `strings`.
 // Throws std::runtime_error (or a json exception) for malformed input; the reader turns that
 // into a Problem for the file.
-void read_gpu_window(const nlohmann::json& gpu, int64_t window_start_ns, StringTable& strings, CaptureWindow& out);
+// `binary_records`: schema v5 frames carry the records as columns beside the JSON (reader_frames.h).
+void read_gpu_window(const nlohmann::json& gpu, int64_t window_start_ns, StringTable& strings, CaptureWindow& out,
+                     std::string_view binary_records = {});
 
 // After a rank's windows are read: starved windows and windows with unreliable GPU times
 // become problems, and a cupti status of "on" says it was starved (schema v4).

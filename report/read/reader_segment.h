@@ -30,11 +30,17 @@ struct Segment {
   uint64_t folded_ranges = 0;  // in "(other)", left out of the windows' sections
   std::string sections_filter;
   std::vector<std::string> notes;  // values ignored and windows left out as impossible
+  std::string torn_tail;  // schema v5: what was cut off the end of the file (a problem entry)
 };
 
 // Throws std::runtime_error (or a json exception) when the file cannot be used at all; values
-// or windows that are impossible are left out and described in Segment::notes.
+// or windows that are impossible are left out and described in Segment::notes. Reads JSON files
+// (versions 1-5) and version 5 frame files (reader_frames.h).
 Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings);
+
+// The strings of `local` (one file's) into `run`, and every id `s` holds renumbered to match:
+// files parsed apart on several threads end up with the ids one thread would have given.
+void move_strings_into(StringTable& run, const StringTable& local, Segment& s);
 
 // Fills model.ranks, world_size, run_id and problems from the parsed segments.
 void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts);

@@ -31,7 +31,8 @@ inline ProcessOptions clean_env() {
                         "LAGGARD_RANK", "LAGGARD_RUN_ID", "LAGGARD_LIB", "LAGGARD_CUPTI", "LAGGARD_CUPTI_PATH",
                         "LAGGARD_PROFILING_INTERVAL", "CUDA_INJECTION64_PATH", "LAGGARD_NCCL", "NCCL_PROFILER_PLUGIN",
                         "LAGGARD_HANG_S", "LAGGARD_HANG_REPEAT_S", "LAGGARD_HANG_SIGNAL", "LAGGARD_HANG_UNWINDER",
-                        "LAGGARD_NVML", "FAKE_NVML_GPUS", "FAKE_NVML_SLOW_GPU", "FAKE_NVML_FAIL_INIT"})
+                        "LAGGARD_NVML", "FAKE_NVML_GPUS", "FAKE_NVML_SLOW_GPU", "FAKE_NVML_FAIL_INIT",
+                        "LAGGARD_FILE_FORMAT"})
     o.env[v] = std::nullopt;
   return o;
 }

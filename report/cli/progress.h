@@ -1,0 +1,41 @@
+// A one-line progress bar on stderr for `laggard report` merges that take longer than a second.
+// Drawn only on a terminal (never into a pipe, a file or the JSON on stdout), redrawn at most
+// ten times a second, and wiped before the report is written.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <ostream>
+#include <string>
+
+namespace laggard::cli {
+
+class ProgressBar {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `terminal`: whether `out` is a terminal (isatty); nothing is drawn otherwise.
+  ProgressBar(std::ostream& out, bool terminal, std::chrono::milliseconds delay = std::chrono::seconds(1));
+  ~ProgressBar() { clear(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  // `fraction` in [0, 1], or < 0 when unknown (no bar, only the stage). Thread-safe.
+  void update(const std::string& stage, double fraction, const std::string& detail = "");
+  // Wipes the line, if one was drawn.
+  void clear();
+
+ private:
+  void draw(const std::string& stage, double fraction, const std::string& detail);
+
+  std::ostream& out_;
+  bool terminal_;
+  Clock::time_point start_, last_draw_{};
+  std::chrono::milliseconds delay_;
+  bool drawn_ = false;
+  std::mutex mutex_;
+};
+
+// Whether stderr is a terminal.
+bool stderr_is_terminal();
+
+}  // namespace laggard::cli

@@ -1,0 +1,278 @@
+#include "reader_frames.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "reader_values.h"
+
+namespace laggard::report {
+namespace {
+
+constexpr char kMagic[4] = {'L', 'G', 'F', '5'};
+constexpr size_t kFrameHead = 20;  // magic, compression + 3 reserved, stored, raw, crc32
+constexpr uint32_t kMaxFrameRaw = 256u << 20;
+
+uint32_t le32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+uint64_t le(const char* p, unsigned width) {
+  uint64_t v = 0;
+  for (int i = static_cast<int>(width) - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+// The frame at some offset, decompressed, or what is wrong with it.
+struct Payload {
+  std::string bytes;
+  size_t frame_size = 0;  // head + stored bytes
+  std::string problem;    // empty: whole and checked
+};
+
+Payload fail(std::string why) { return {{}, 0, std::move(why)}; }
+
+Payload frame_payload(std::string_view text, size_t at) {
+  if (text.size() - at < kFrameHead) return fail("a frame header cut off");
+  const char* h = text.data() + at;
+  if (std::memcmp(h, kMagic, 4) != 0) return fail("no frame starts here");
+  uint8_t compression = static_cast<uint8_t>(h[4]);
+  uint32_t stored = le32(h + 8), raw = le32(h + 12), crc = le32(h + 16);
+  if (stored > text.size() - at - kFrameHead) return fail("a frame cut off");
+  std::string_view body = text.substr(at + kFrameHead, stored);
+  if (static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))) != crc)
+    return fail("a frame whose checksum does not match");
+  if (raw > kMaxFrameRaw) return fail("a frame larger than 256 MiB");
+  Payload p;
+  p.frame_size = kFrameHead + stored;
+  if (compression == 0) {
+    if (raw != stored) return fail("a frame of inconsistent size");
+    p.bytes.assign(body);
+    return p;
+  }
+  if (compression != 1) return fail(fmt::format("a frame of unknown compression {}", compression));
+  p.bytes.assign(raw, '\0');
+  size_t n = ZSTD_decompress(p.bytes.data(), p.bytes.size(), body.data(), body.size());
+  if (ZSTD_isError(n) || n != raw) return fail("a frame that does not decompress");
+  return p;
+}
+
+// Splits a payload into its three length-prefixed parts.
+bool split_payload(std::string_view p, FrameParts& parts) {
+  std::string_view* out[3] = {&parts.header_json, &parts.window_json, &parts.gpu_records};
+  for (std::string_view* part : out) {
+    if (p.size() < 4) return false;
+    uint32_t n = le32(p.data());
+    if (n > p.size() - 4) return false;
+    *part = p.substr(4, n);
+    p.remove_prefix(4 + n);
+  }
+  return p.empty();
+}
+
+// Reads a records block front to back, refusing to run past its end.
+class BlockReader {
+ public:
+  explicit BlockReader(std::string_view b) : b_(b) {}
+  uint32_t u32() {
+    need(4);
+    uint32_t v = le32(b_.data() + at_);
+    at_ += 4;
+    return v;
+  }
+  struct Column {
+    const char* data;
+    unsigned width;
+    uint64_t operator[](size_t i) const { return le(data + i * width, width); }
+  };
+  Column column(size_t n) {
+    need(1);
+    unsigned width = static_cast<unsigned char>(b_[at_++]);
+    if (width != 1 && width != 2 && width != 4 && width != 8) throw std::runtime_error("GPU records: bad column width");
+    if (n > (b_.size() - at_) / width) throw std::runtime_error("GPU records: column cut off");
+    Column c{b_.data() + at_, width};
+    at_ += n * width;
+    return c;
+  }
+  size_t left() const { return b_.size() - at_; }
+
+ private:
+  void need(size_t n) const {
+    if (b_.size() - at_ < n) throw std::runtime_error("GPU records: block cut off");
+  }
+  std::string_view b_;
+  size_t at_ = 0;
+};
+
+int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+uint64_t at_most(uint64_t v, uint64_t hi, const char* what) {
+  if (v > hi) throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+  return v;
+}
+
+int64_t offset_checked(int64_t v, const char* what) {
+  if (v < -values::kMaxDurNs || v > values::kMaxDurNs) throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+  return v;
+}
+
+uint32_t string_id(const std::vector<uint32_t>& ids, uint64_t plus_one) {
+  if (plus_one == 0) return StringTable::kNone;
+  if (plus_one > ids.size()) throw std::runtime_error("GPU string index out of range");
+  return ids[plus_one - 1];
+}
+
+struct Shape {
+  uint32_t v[6];
+};
+
+std::vector<Shape> read_shapes(BlockReader& in, uint32_t n_shapes) {
+  if (n_shapes > in.left() / 24) throw std::runtime_error("GPU records: shapes cut off");
+  std::vector<Shape> shapes(n_shapes);
+  for (Shape& s : shapes)
+    for (uint32_t& v : s.v) v = in.u32();
+  return shapes;
+}
+
+// The columns in file order (docs/schema.md, "Version 5: binary kernel records").
+struct Columns {
+  BlockReader::Column kind, flags, copy_kind, name, section, start, dur, api_start, api_dur, tid, correlation,
+      device, stream, shape, bytes;
+};
+
+Columns read_columns(BlockReader& in, size_t n) {
+  Columns c{};
+  for (BlockReader::Column* col : {&c.kind, &c.flags, &c.copy_kind, &c.name, &c.section, &c.start, &c.dur, &c.api_start,
+                                   &c.api_dur, &c.tid, &c.correlation, &c.device, &c.stream, &c.shape, &c.bytes})
+    *col = in.column(n);
+  return c;
+}
+
+}  // namespace
+
+bool is_frame_file(std::string_view text) { return text.size() >= 4 && std::memcmp(text.data(), kMagic, 4) == 0; }
+
+FrameScan scan_frames(std::string_view text, const std::function<void(const FrameParts&)>& on_frame) {
+  FrameScan scan;
+  size_t at = 0;
+  while (at < text.size()) {
+    Payload payload = frame_payload(text, at);
+    FrameParts parts;
+    std::string why = std::move(payload.problem);
+    if (why.empty() && !split_payload(payload.bytes, parts)) why = "a frame whose parts do not add up";
+    if (!why.empty()) {
+      scan.torn_tail = fmt::format("the last {} bytes (from byte {}) are {} (a write cut short by a crash or a "
+                                   "full disk); the {} whole window(s) before them are read",
+                                   text.size() - at, at, why, scan.frames);
+      break;
+    }
+    on_frame(parts);
+    ++scan.frames;
+    at += payload.frame_size;
+  }
+  return scan;
+}
+
+namespace {
+
+int64_t dur_checked(uint64_t zz, const char* what) {
+  int64_t v = unzigzag(zz);
+  if (v < 0 || v > values::kMaxDurNs) throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+  return v;
+}
+
+void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector<uint32_t>& ids,
+                        std::vector<GpuActivity>& out) {
+  uint32_t n = in.u32();
+  std::vector<Shape> shapes = read_shapes(in, in.u32());
+  if (n > in.left() / 15) throw std::runtime_error("GPU records: more records than the block holds");
+  Columns c = read_columns(in, n);
+  out.reserve(out.size() + n);
+  int64_t start = window_start;
+  uint32_t correlation = 0;
+  for (size_t i = 0; i < n; ++i) {
+    GpuActivity a;
+    uint64_t k = c.kind[i];
+    a.kind = k == 1 ? GpuKind::memcpy : k == 2 ? GpuKind::memset : GpuKind::kernel;
+    a.name = string_id(ids, c.name[i]);
+    a.section = string_id(ids, c.section[i]);
+    start += offset_checked(unzigzag(c.start[i]), "gpu.records start delta");
+    offset_checked(start - window_start, "gpu.records start offset");
+    if (start < 0) throw std::runtime_error("GPU record before 1970");
+    a.start_ns = start;
+    int64_t dur = unzigzag(c.dur[i]);
+    a.end_ns = start + static_cast<int64_t>(at_most(static_cast<uint64_t>(dur < 0 ? -1 : dur), values::kMaxDurNs,
+                                                    "gpu.records dur_ns"));
+    if (uint64_t ad = c.api_dur[i]; ad > 0) {
+      a.api_start_ns = start + offset_checked(unzigzag(c.api_start[i]), "gpu.records api start");
+      a.api_end_ns = a.api_start_ns + static_cast<int64_t>(at_most(ad - 1, values::kMaxDurNs, "gpu.records api_dur_ns"));
+    }
+    a.api_tid = static_cast<uint32_t>(at_most(c.tid[i], UINT32_MAX, "gpu.records tid"));
+    correlation += static_cast<uint32_t>(unzigzag(c.correlation[i]));
+    a.correlation = correlation;
+    a.device = static_cast<int32_t>(at_most(c.device[i], INT32_MAX, "gpu.records device")) - 1;
+    a.stream = static_cast<uint32_t>(at_most(c.stream[i], UINT32_MAX, "gpu.records stream"));
+    if (uint64_t sh = c.shape[i]; sh > 0) {
+      if (sh > shapes.size()) throw std::runtime_error("GPU shape index out of range");
+      const Shape& s = shapes[sh - 1];
+      for (int d = 0; d < 3; ++d) {
+        a.grid[d] = s.v[d];
+        a.block[d] = s.v[d + 3];
+      }
+    }
+    a.bytes = at_most(c.bytes[i], values::kMaxCount, "gpu.records bytes");
+    a.copy_kind = static_cast<uint8_t>(at_most(c.copy_kind[i], 255, "gpu.records copy_kind"));
+    uint64_t f = c.flags[i];
+    a.nccl = f & 1u;
+    a.graph = f & 2u;
+    out.push_back(a);
+  }
+}
+
+// The kernel statistics after the records (docs/schema.md, "Version 5: binary kernel records").
+void decode_kernel_stats(BlockReader& in, const std::vector<uint32_t>& ids, std::vector<KernelWindowStats>& out) {
+  uint32_t n = in.u32();
+  if (n > in.left() / 16) throw std::runtime_error("GPU kernel statistics: more than the block holds");
+  BlockReader::Column section = in.column(n), name = in.column(n), kind = in.column(n), flags = in.column(n);
+  BlockReader::Column grid[3] = {in.column(n), in.column(n), in.column(n)};
+  BlockReader::Column block[3] = {in.column(n), in.column(n), in.column(n)};
+  BlockReader::Column count = in.column(n), total = in.column(n), min = in.column(n), max = in.column(n),
+                      median = in.column(n);
+  out.reserve(out.size() + n);
+  for (size_t i = 0; i < n; ++i) {
+    KernelWindowStats st;
+    st.section = string_id(ids, section[i]);
+    st.name = string_id(ids, name[i]);
+    uint64_t k = kind[i];
+    st.kind = k == 1 ? GpuKind::memcpy : k == 2 ? GpuKind::memset : GpuKind::kernel;
+    st.nccl = flags[i] & 1u;
+    st.graph = flags[i] & 2u;
+    for (int d = 0; d < 3; ++d) {
+      st.grid[d] = static_cast<uint32_t>(at_most(grid[d][i], UINT32_MAX, "gpu.kernels grid"));
+      st.block[d] = static_cast<uint32_t>(at_most(block[d][i], UINT32_MAX, "gpu.kernels block"));
+    }
+    st.count = at_most(count[i], values::kMaxCount, "gpu.kernels count");
+    st.total_ns = dur_checked(total[i], "gpu.kernels total_ns");
+    st.min_ns = dur_checked(min[i], "gpu.kernels min_ns");
+    st.max_ns = dur_checked(max[i], "gpu.kernels max_ns");
+    st.median_ns = dur_checked(median[i], "gpu.kernels median_ns");
+    out.push_back(st);
+  }
+}
+
+}  // namespace
+
+void decode_gpu_block(std::string_view block, int64_t window_start, const std::vector<uint32_t>& ids,
+                      CaptureWindow& out) {
+  BlockReader in(block);
+  decode_gpu_records(in, window_start, ids, out.gpu);
+  decode_kernel_stats(in, ids, out.kernel_stats);
+  if (in.left()) throw std::runtime_error("GPU block: bytes left over");
+}
+
+}  // namespace laggard::report

@@ -1,0 +1,39 @@
+// Schema version 5 segment files (docs/schema.md, "Version 5: binary kernel records"): a
+// sequence of appended frames, each one window with the file header as of that window, checked
+// by length and CRC-32. A process killed mid-append leaves a torn tail: the whole frames before
+// it are read, and the tail is described.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model.h"
+
+namespace laggard::report {
+
+// One frame's parts, pointing into its decompressed payload.
+struct FrameParts {
+  std::string_view header_json, window_json, gpu_records;
+};
+
+struct FrameScan {
+  size_t frames = 0;      // whole frames read
+  std::string torn_tail;  // empty, or what was wrong with the rest of the file and how much it was
+};
+
+bool is_frame_file(std::string_view text);
+
+// Calls on_frame for each whole frame, in file order; stops at the first one that is cut off
+// or does not check out, and says so in the result. Never throws itself.
+FrameScan scan_frames(std::string_view text, const std::function<void(const FrameParts&)>& on_frame);
+
+// Decodes a frame's GPU block (records, then kernel statistics, as fixed-width columns) into
+// out.gpu and out.kernel_stats. `ids` maps the window's string indices to run-wide ids. Throws
+// std::runtime_error naming what is impossible.
+void decode_gpu_block(std::string_view block, int64_t window_start_ns, const std::vector<uint32_t>& ids,
+                      CaptureWindow& out);
+
+}  // namespace laggard::report

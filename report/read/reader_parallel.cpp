@@ -1,0 +1,75 @@
+#include "reader_parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "model.h"
+#include "reader_segment.h"
+
+namespace laggard::report {
+
+void parallel_for(size_t n, unsigned threads, const std::function<void(size_t)>& f) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) f(i);
+  };
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
+unsigned reader_threads(unsigned requested, size_t files) {
+  unsigned cores = requested ? requested : std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::clamp<size_t>(files, 1, cores));
+}
+
+namespace {
+
+// Local string id -> run-wide id.
+class IdMap {
+ public:
+  IdMap(StringTable& run, const StringTable& local) {
+    ids_.reserve(local.size());
+    for (uint32_t i = 0; i < local.size(); ++i) ids_.push_back(run.intern(local.at(i)));
+  }
+  void operator()(uint32_t& id) const {
+    if (id != StringTable::kNone) id = id < ids_.size() ? ids_[id] : StringTable::kNone;
+  }
+
+ private:
+  std::vector<uint32_t> ids_;
+};
+
+void remap(const IdMap& map, GpuActivity& a) {
+  map(a.name);
+  map(a.section);
+  map(a.api_name);
+}
+
+void remap(const IdMap& map, Collective& c) {
+  for (uint32_t* id : {&c.comm, &c.func, &c.datatype, &c.algo, &c.proto, &c.comm_name}) map(*id);
+}
+
+// Every model field that holds a StringTable id (model.h): a new one must be added here.
+void remap(const IdMap& map, CaptureWindow& w) {
+  for (KernelWindowStats& k : w.kernel_stats) {
+    map(k.section);
+    map(k.name);
+  }
+  for (GpuActivity& a : w.gpu) remap(map, a);
+  for (GpuActivity& a : w.stream_events) remap(map, a);
+  for (Collective& c : w.collectives) remap(map, c);
+  for (CaptureWindow::P2pCounts& p : w.p2p) map(p.comm);
+}
+
+}  // namespace
+
+void move_strings_into(StringTable& run, const StringTable& local, Segment& s) {
+  IdMap map(run, local);
+  for (CaptureWindow& w : s.windows) remap(map, w);
+}
+
+}  // namespace laggard::report
