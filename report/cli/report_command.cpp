@@ -8,6 +8,7 @@
 #include "render.h"
 #include "render_analyses.h"
 #include "render_comm.h"
+#include "render_html.h"
 #include "render_trace.h"
 #include "health_analysis.h"
 #include "stacks.h"
@@ -16,6 +17,24 @@
 namespace laggard::cli {
 namespace {
 
+// --html FILE: the page beside the usual output; a file that cannot be written is an error.
+bool write_html(const report::RunModel& model, const report::ScoreReport& scores, const report::Analyses& analyses,
+                const report::HealthReport& health, const ReportOptions& o, const std::string& cut_text,
+                std::ostream& err) {
+  std::ofstream file(o.html, std::ios::binary);
+  if (file) {
+    report::HtmlOptions h;
+    h.top = std::max<size_t>(o.top, 20);
+    h.cut = cut_text;
+    report::render_html(model, scores, analyses, health, file, h);
+    file.close();
+  }
+  if (!file) {
+    err << "laggard report: cannot write '" << o.html << "'\n";
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -109,6 +128,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     report::mention_hangs_text(model.dir, *dest);
   }
   dest->flush();
+  if (!o.html.empty() && !write_html(model, scores, analyses, health, o, cut_text, err)) return 2;
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
 }

@@ -15,6 +15,7 @@ struct ReportOptions {
   std::string dir;
   std::string format = "text";   // text | json
   std::string output;            // file; empty: stdout
+  std::string html;              // also write the HTML page here (render_html.h); empty: none
   report::ReadOptions read;
   report::ScoreOptions scores;
   report::AnalysisOptions analyses;
