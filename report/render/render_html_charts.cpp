@@ -3,6 +3,8 @@
 // others, the step-time chart buckets steps and draws all ranks as one band.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -53,20 +55,19 @@ Rgb mix(Rgb a, Rgb b, double t) { return {a.r + (b.r - a.r) * t, a.g + (b.g - a.
 }  // namespace
 
 std::string score_colour(double score, double threshold) {
-  const Rgb good{240, 240, 240}, edge{253, 174, 97}, bad{165, 0, 38};
+  const Rgb good{198, 219, 239}, edge{253, 174, 97}, bad{165, 0, 38};
   Rgb c = score >= threshold ? mix(edge, good, std::clamp((score - threshold) / std::max(1e-9, 1 - threshold), 0.0, 1.0))
                              : mix(bad, edge, std::clamp((score - 0.5) / std::max(1e-9, threshold - 0.5), 0.0, 1.0));
   return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(c.r), static_cast<int>(c.g), static_cast<int>(c.b));
 }
 
-std::string heat_map_section(const Page& p) {
-  std::string out =
-      "<section id=\"heatmap\"><h2>Scores: rank × section</h2>"
-      "<p>NVRx relative score of each rank in each NVTX section over the whole run (1: as fast as the fastest rank; "
-      "orange at the threshold, red below it; grey: no score).</p>";
-  const auto columns = worst_sections(p, p.options.heat_columns);
+namespace {
+
+// One score per (rank index, column); no value: no score.
+using ScoreOf = std::function<std::optional<double>(size_t rank_index, size_t column)>;
+
+std::string heat_map(const Page& p, std::string_view id, const std::vector<std::string>& columns, const ScoreOf& score_of) {
   const size_t n = p.scores.ranks.size();
-  if (columns.empty() || n == 0) return out + note("No NVTX section was scored.") + "</section>";
   const size_t bin = (n + p.options.heat_rows - 1) / std::max<size_t>(1, p.options.heat_rows);
   const size_t rows = (n + bin - 1) / bin;
   const double threshold = p.scores.options.relative_threshold;
@@ -74,11 +75,11 @@ std::string heat_map_section(const Page& p) {
   const double cell_w = std::min(44.0, 560.0 / static_cast<double>(columns.size()));
   const double cell_h = std::clamp(520.0 / static_cast<double>(rows), 4.0, 22.0);
   const int width = label_w + static_cast<int>(cell_w * static_cast<double>(columns.size())) + 20;
-  Svg svg("heatmap-chart", width, header_h + static_cast<int>(cell_h * static_cast<double>(rows)) + 4,
+  Svg svg(id, width, header_h + static_cast<int>(cell_h * static_cast<double>(rows)) + 4,
           "rank by section score heat map");
   for (size_t c = 0; c < columns.size(); ++c)
-    svg.text(label_w + cell_w * (static_cast<double>(c) + 0.6), header_h - 6, shorten(columns[c]->name, 22), "start",
-             {}, -60);
+    svg.text(label_w + cell_w * (static_cast<double>(c) + 0.6), header_h - 6, shorten(columns[c], 22), "start", {},
+             -60);
   const size_t label_every = std::max<size_t>(1, static_cast<size_t>(std::ceil(12.0 / cell_h)));
   for (size_t row = 0; row < rows; ++row) {
     const size_t first = row * bin, last = std::min(n, first + bin) - 1;
@@ -91,31 +92,68 @@ std::string heat_map_section(const Page& p) {
       int worst_rank = -1;
       size_t scored = 0;
       for (size_t i = first; i <= last; ++i) {
-        const auto& secs = p.scores.ranks[i].sections;
-        auto it = secs.find(columns[c]->name);
-        if (it == secs.end() || !it->second.relative) continue;
+        std::optional<double> v = score_of(i, c);
+        if (!v) continue;
         ++scored;
-        if (!worst || *it->second.relative < *worst) {
-          worst = *it->second.relative;
+        if (!worst || *v < *worst) {
+          worst = v;
           worst_rank = p.scores.ranks[i].rank;
         }
       }
       std::string title =
-          !worst ? fmt::format("{} · {}: no score", label, columns[c]->name)
+          !worst ? fmt::format("{} · {}: no score", label, columns[c])
           : bin == 1
-              ? fmt::format("{} · {}: relative score {:.3f}", label, columns[c]->name, *worst)
-              : fmt::format("{} · {}: worst rank {} score {:.3f} ({} ranks scored)", label, columns[c]->name,
-                            worst_rank, *worst, scored);
+              ? fmt::format("{} · {}: relative score {:.3f}", label, columns[c], *worst)
+              : fmt::format("{} · {}: worst rank {} score {:.3f} ({} ranks scored)", label, columns[c], worst_rank,
+                            *worst, scored);
       svg.rect(label_w + cell_w * static_cast<double>(c), y, cell_w - 1, cell_h - (cell_h > 6 ? 1 : 0),
-               worst ? score_colour(*worst, threshold) : "#d9d9d9", title);
+               worst ? score_colour(*worst, threshold) : "#e4e4e4", title);
     }
   }
-  out += svg.finish();
+  std::string out = svg.finish();
   if (bin > 1)
     out += note(fmt::format("{} ranks in {} rows of {} consecutive ranks; each cell shows the worst score of its row "
                             "(hover for the rank).", n, rows, bin));
+  return out;
+}
+
+}  // namespace
+
+std::string heat_map_section(const Page& p) {
+  std::string out =
+      "<section id=\"heatmap\"><h2>Scores: rank × section</h2>"
+      "<p>NVRx relative score of each rank in each NVTX section over the whole run (1: as fast as the fastest rank; "
+      "blue when fine, orange at the threshold, red below it; grey: no score).</p>";
+  const auto sections = worst_sections(p, p.options.heat_columns);
+  if (sections.empty() || p.scores.ranks.empty()) return out + note("No NVTX section was scored.") + "</section>";
+  std::vector<std::string> columns;
+  for (const SectionSummary* s : sections) columns.push_back(s->name);
+  out += heat_map(p, "heatmap-chart", columns, [&](size_t i, size_t c) -> std::optional<double> {
+    const auto& secs = p.scores.ranks[i].sections;
+    auto it = secs.find(columns[c]);
+    return it == secs.end() ? std::nullopt : it->second.relative;
+  });
   if (p.scores.sections.size() > columns.size())
     out += note(fmt::format("The {} worst of {} sections.", columns.size(), p.scores.sections.size()));
+  const GpuScoreReport& gpu = p.analyses.gpu;
+  if (gpu.any && gpu.ranks.size() == p.scores.ranks.size()) {
+    // GPU scores: every compute kernel, then per section (kernels launched in it), sections by worst score.
+    std::map<std::string, double> worst_gpu;
+    for (const RankGpu& r : gpu.ranks)
+      for (const auto& [name, sc] : r.sections)
+        if (sc.relative) worst_gpu[name] = std::min(worst_gpu.count(name) ? worst_gpu[name] : 1.0, *sc.relative);
+    std::vector<std::pair<std::string, double>> order(worst_gpu.begin(), worst_gpu.end());
+    std::stable_sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    std::vector<std::string> gpu_columns{"all kernels"};
+    for (const auto& [name, v] : order)
+      if (gpu_columns.size() < p.options.heat_columns) gpu_columns.push_back(name);
+    out += "<h3>GPU scores (NVRx: compute kernels' medians, weighted by their time)</h3>";
+    out += heat_map(p, "gpu-heatmap-chart", gpu_columns, [&](size_t i, size_t c) -> std::optional<double> {
+      if (c == 0) return gpu.ranks[i].score.relative;
+      auto it = gpu.ranks[i].sections.find(gpu_columns[c]);
+      return it == gpu.ranks[i].sections.end() ? std::nullopt : it->second.relative;
+    });
+  }
   return out + "</section>";
 }
 
@@ -180,10 +218,12 @@ struct Durations {
 // Kernel durations of the section when per-kernel GPU records exist, else its NVTX ranges'.
 Durations durations_of(const Page& p, const std::string& section, int worst_rank) {
   Durations d;
+  std::vector<char> is_section(p.model.strings.size());  // by string id: compared once, not per kernel
+  for (uint32_t id = 0; id < is_section.size(); ++id) is_section[id] = p.model.strings.at(id) == section;
   for (const RankData& r : p.model.ranks)
     for (const CaptureWindow& w : r.windows)
       for (const GpuActivity& g : w.gpu)
-        if (g.kind == GpuKind::kernel && !g.nccl && p.model.strings.at(g.section) == section) {
+        if (g.kind == GpuKind::kernel && !g.nccl && g.section < is_section.size() && is_section[g.section]) {
           (r.rank == worst_rank ? d.worst : d.others).emplace_back(static_cast<double>(g.end_ns - g.start_ns), 1.0);
           d.kernels = true;
         }

@@ -138,7 +138,7 @@ TEST_F(Browser, HostileNamesStayTextAndThePageIsQuiet) {
   EXPECT_EQ(count(l.dom, "<script"), 1u);  // the JSON data block
   EXPECT_NE(l.dom.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
   EXPECT_NE(l.dom.find("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
-  expect_charts(l.dom, {"verdict", "finding-1", "completeness", "heatmap-chart", "steptime-chart", "dist-0",
+  expect_charts(l.dom, {"verdict", "finding-1", "completeness", "heatmap-chart", "gpu-heatmap-chart", "steptime-chart", "dist-0",
                         "nccl-blame-chart", "nccl-last-chart", "nccl-arrival-chart", "hta-temporal-chart",
                         "hta-idle-chart", "hta-types-chart", "hta-top-kernels-chart", "laggard-summary"});
   std::string png = read_file(dir + "/hostile.png");

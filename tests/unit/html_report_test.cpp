@@ -114,17 +114,31 @@ TEST(HtmlReport, VerdictComesFirstAndEveryPartIsThere) {
   size_t verdict = h.find("<section id=\"verdict\">");
   ASSERT_NE(verdict, std::string::npos);
   EXPECT_NE(h.find("id=\"finding-1\""), std::string::npos);
-  for (const char* id : {"id=\"completeness\"", "id=\"heatmap-chart\"", "id=\"steptime-chart\"", "id=\"dist-0\"",
+  for (const char* id : {"id=\"completeness\"", "id=\"heatmap-chart\"", "id=\"gpu-heatmap-chart\"", "id=\"steptime-chart\"", "id=\"dist-0\"",
                          "id=\"nccl-blame-chart\"", "id=\"nccl-arrival-chart\"", "id=\"hta-temporal-chart\"",
                          "id=\"hta-idle-chart\"", "id=\"hta-types-chart\"", "id=\"hta-top-kernels-chart\""}) {
     size_t at = h.find(id);
     EXPECT_NE(at, std::string::npos) << id;
-    if (at != std::string::npos) EXPECT_GT(at, verdict) << id;
+    if (at != std::string::npos) {
+      EXPECT_GT(at, verdict) << id;
+    }
   }
   // The problem with its (hostile) message is a completeness warning.
   EXPECT_NE(h.find("&lt;script&gt;alert(&#39;problem&#39;)&lt;/script&gt;"), std::string::npos);
-  // The slow rank is the highlighted line of the step-time chart and the first finding.
+  // The slow rank is the first finding, and its GPU score is the one below the threshold.
   EXPECT_NE(h.find("1. rank 3 ("), std::string::npos);
+  size_t gpu_map = h.find("id=\"gpu-heatmap-chart\"");
+  ASSERT_NE(gpu_map, std::string::npos);
+  const std::string cell = " · all kernels: relative score ";
+  size_t cells = 0;
+  for (size_t at = h.find(cell, gpu_map); at != std::string::npos && at < h.find("</svg>", gpu_map);
+       at = h.find(cell, at + 1), ++cells) {
+    double score = std::stod(h.substr(at + cell.size(), 5));
+    bool slow_rank = h.rfind("<title>rank 3 (", at) == h.rfind("<title>", at);
+    if (slow_rank) EXPECT_LT(score, 0.9);
+    else EXPECT_GT(score, 0.95);
+  }
+  EXPECT_EQ(cells, 8u);
 }
 
 TEST(HtmlReport, UnwritableFileIsAnError) {
