@@ -180,8 +180,8 @@ std::string header(const Page& p) {
   const StepSet& steps = p.analyses.steps;
   std::string out = fmt::format("<header><h1>laggard report: run <span class=\"name\">{}</span></h1>",
                                 esc(p.model.run_id));
-  out += fmt::format("<div class=\"meta\">{} ranks on {} hosts{}, {} captured, {} comparable steps{}</div>",
-                     p.model.ranks.size(), hosts.size(),
+  out += fmt::format("<div class=\"meta\">{} rank{} on {} host{}{}, {} captured, {} comparable steps{}</div>",
+                     p.model.ranks.size(), p.model.ranks.size() == 1 ? "" : "s", hosts.size(), hosts.size() == 1 ? "" : "s",
                      p.model.world_size > 0 ? fmt::format(" (world size {})", p.model.world_size) : "",
                      esc(html::duration(static_cast<double>(p.scores.end_ns - p.scores.start_ns))), steps.count(),
                      steps.source.empty() ? "" : " (" + esc(steps.source) + ")");
