@@ -100,6 +100,8 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
       report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
   report::HealthReport health = report::analyze_gpu_health(model);
   report::link_gpu_health(analyses.verdict, health);
+  // The page first: a reader of stdout that stops early (| head) must not cost the file.
+  const bool html_written = o.html.empty() || write_html(model, scores, analyses, health, o, cut_text, err);
 
   std::ofstream file;
   std::ostream* dest = &out;
@@ -128,7 +130,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     report::mention_hangs_text(model.dir, *dest);
   }
   dest->flush();
-  if (!o.html.empty() && !write_html(model, scores, analyses, health, o, cut_text, err)) return 2;
+  if (!html_written) return 2;
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
 }

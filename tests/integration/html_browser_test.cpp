@@ -164,6 +164,21 @@ TEST_F(Browser, DemoRunReportLoadsWithItsCharts) {
   EXPECT_NE(l.dom.find("backward"), std::string::npos);
 }
 
+// No browser needed: the page is written before the report goes to stdout, so a reader that stops
+// early (here: one already gone, so the report's first write meets a closed pipe) costs nothing.
+class HtmlCli : public Scratch {};
+
+TEST_F(HtmlCli, PageIsWrittenEvenWhenStdoutIsClosedEarly) {
+  ProcessResult run = run_demo(2, {"--steps", "10"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string page = dir + "/page.html";
+  // `true` has exited (the pipe has no reader) before laggard starts.
+  ProcessResult r = run_process(
+      {"sh", "-c", "(sleep 0.5; '" + kLaggard + "' report '" + out() + "' --html '" + page + "') | true"}, clean_env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(read_file(page).find("</html>"), std::string::npos);
+}
+
 // 10,000 ranks in the browser: bounded DOM, loads in seconds.
 TEST_F(Browser, TenThousandRanksLoadWithABoundedDom) {
   synth::Spec s;
