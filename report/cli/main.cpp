@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   rep_cmd->add_option("--format", rep.format, "text, json or csv (one file per table in the directory -o names)")
       ->check(CLI::IsMember({"text", "json", "csv"}))->capture_default_str();
   rep_cmd->add_option("-o,--output", rep.output, "write the report to this file (--format csv: this directory)");
+  rep_cmd->add_option("--html", rep.html, "also write the report as one self-contained HTML page to this file");
   rep_cmd->add_option("--run", rep.read.run_id, "run id to report when the directory holds several");
   rep_cmd->add_option("--world-size", rep.read.expect_world_size, "expected number of ranks")
       ->check(CLI::Range(1, 1 << 20));

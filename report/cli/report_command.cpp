@@ -10,6 +10,7 @@
 #include "render_analyses.h"
 #include "render_comm.h"
 #include "render_csv.h"
+#include "render_html.h"
 #include "render_trace.h"
 #include "health_analysis.h"
 #include "progress.h"
@@ -42,6 +43,25 @@ report::ReadOptions with_progress(report::ReadOptions read, ProgressBar& bar) {
                                                 total_bytes / 1e6));
   };
   return read;
+}
+
+// --html FILE: the page beside the usual output; a file that cannot be written is an error.
+bool write_html(const report::RunModel& model, const report::ScoreReport& scores, const report::Analyses& analyses,
+                const report::HealthReport& health, const ReportOptions& o, const std::string& cut_text,
+                std::ostream& err) {
+  std::ofstream file(o.html, std::ios::binary);
+  if (file) {
+    report::HtmlOptions h;
+    h.top = std::max<size_t>(o.top, 20);
+    h.cut = cut_text;
+    report::render_html(model, scores, analyses, health, file, h);
+    file.close();
+  }
+  if (!file) {
+    err << "laggard report: cannot write '" << o.html << "'\n";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -115,13 +135,15 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
       report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
   report::HealthReport health = report::analyze_gpu_health(model);
   report::link_gpu_health(analyses.verdict, health);
+  // The page first: a reader of stdout that stops early (| head) must not cost the file.
+  const bool html_written = o.html.empty() || write_html(model, scores, analyses, health, o, cut_text, err);
 
   if (o.format == "csv") {  // one file per table in the directory -o names
     if (std::string e = report::write_csv_tables(report::render_csv(model, scores, analyses), o.output); !e.empty()) {
       err << "laggard report: " << e << '\n';
       return 2;
     }
-    if (model.ranks.empty()) return 2;
+    if (!html_written || model.ranks.empty()) return 2;
     return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
   }
   std::ofstream file;
@@ -151,6 +173,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     report::mention_hangs_text(model.dir, *dest);
   }
   dest->flush();
+  if (!html_written) return 2;
   if (model.ranks.empty()) return 2;
   return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
 }

@@ -15,6 +15,7 @@ struct ReportOptions {
   std::string dir;
   std::string format = "text";   // text | json | csv
   std::string output;            // file; empty: stdout. csv: the directory for one file per table
+  std::string html;              // also write the HTML page here (render_html.h); empty: none
   report::ReadOptions read;
   report::ScoreOptions scores;
   report::AnalysisOptions analyses;
