@@ -79,6 +79,8 @@ def load_run(run_dir):
             cols[c] += rows[c]
         step_rows += [(rank, s, e) for s, e in steps]
     kernels = pd.DataFrame(cols)
+    for c in ("name", "section"):  # as a pandas user would: strings as categories
+        kernels[c] = kernels[c].astype("category")
     steps = pd.DataFrame(step_rows, columns=["rank", "step_start", "step_end"])
     return kernels, steps
 
@@ -105,13 +107,13 @@ def kernel_statistics(kernels, steps):
     k = pd.merge_asof(k, steps.sort_values("step_start"), left_on="launch", right_on="step_start", by="rank")
     k = k[k["step"].notna() & (k["launch"] < k["step_end"])]
     k = k.sort_values(["rank", "step", "launch"], kind="stable")
-    k["occurrence"] = k.groupby(["rank", "step", "name"]).cumcount()
-    k["pos"] = k.groupby(["rank", "step"]).cumcount()
+    k["occurrence"] = k.groupby(["rank", "step", "name"], observed=True, sort=False).cumcount()
+    k["pos"] = k.groupby(["rank", "step"], sort=False).cumcount()
 
-    per_rank = k.groupby(["name", "occurrence", "rank"]).agg(
+    per_rank = k.groupby(["name", "occurrence", "rank"], observed=True).agg(
         dur=("dur", "mean"), gap=("gap", "mean"), pos=("pos", "mean"), section=("section", "last"),
         nccl=("nccl", "last")).reset_index()
-    g = per_rank.groupby(["name", "occurrence"])
+    g = per_rank.groupby(["name", "occurrence"], observed=True)
     imin, imax, igap = g["dur"].idxmin(), g["dur"].idxmax(), g["gap"].idxmax()
     table = pd.DataFrame({
         "median_duration_ns": g["dur"].median(),
@@ -126,6 +128,7 @@ def kernel_statistics(kernels, steps):
         "section": g["section"].last(),
         "nccl": g["nccl"].last(),
     }).reset_index()
+    table["name"] = table["name"].astype(str)
     return table.sort_values(["position", "name", "occurrence"], kind="stable").reset_index(drop=True)
 
 
