@@ -67,6 +67,18 @@ TEST_F(GenSynthetic, InjectedSlowSectionIsTheOnlyOneBlamed) {
   EXPECT_EQ(rep["jitter"]["kernels"].size(), 21u);
 }
 
+TEST_F(GenSynthetic, LateCollectiveAndSlowGpuAreBlamedAlone) {
+  for (const auto& [straggler, rank] : std::vector<std::pair<std::string, int>>{{"rank=3,delay_ms=1", 3},
+                                                                               {"rank=6,factor=1.2", 6}}) {
+    const std::string dir_of_case = dir + "/r" + std::to_string(rank);
+    ProcessResult gen = generate(dir_of_case, {"--straggler", straggler});
+    ASSERT_EQ(gen.exit_code, 0) << gen.err;
+    nlohmann::json rep = report_of(dir_of_case);
+    ASSERT_FALSE(rep.is_discarded());
+    EXPECT_EQ(blamed_ranks(rep), std::set<int>{rank}) << straggler << rep["verdict"].dump();
+  }
+}
+
 TEST_F(GenSynthetic, HealthyRunBlamesNobody) {
   ProcessResult gen = generate(out(), {});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
