@@ -121,7 +121,7 @@ std::string SegmentWriter::render_header(int segment, const DropCounters& totals
       .field("windows_lost", windows_lost_)
       .field("process_start_ns", info_.process_start_ns)
       .field("data_end_ns", last_end_ns)
-      .field("written_ns", realtime_ns())
+      .field("written_ns", info_.written_ns ? info_.written_ns : realtime_ns())
       .field("final", final);
   j.key("signal");
   if (signal) j.value(signal); else j.null();

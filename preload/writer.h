@@ -45,6 +45,8 @@ struct FileInfo {
   bool cupti_enabled = false;    // LAGGARD_CUPTI
   int profiling_interval = 1;    // LAGGARD_PROFILING_INTERVAL
   std::string nccl_status;       // "on" (offered to NCCL as its profiler plugin), or "off: why"
+  int64_t written_ns = 0;        // 0: the time of each write; else this fixed value, so a tool
+                                 // (bench/gen_synthetic) writes byte-identical files from a seed
 };
 
 class SegmentWriter {
