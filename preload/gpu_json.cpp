@@ -24,6 +24,8 @@ void dims(JsonOut& j, const std::array<uint32_t, 3>& d) {
   j.begin_array().value(d[0]).value(d[1]).value(d[2]).end_array();
 }
 
+void kernel_stats(JsonOut& j, const std::vector<GpuKernelStats>& kernels);
+
 }  // namespace
 
 const char* gpu_kind_name(GpuRecordKind kind) {
@@ -44,27 +46,19 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) 
   if (!g.clock_problem.empty()) j.field("clock_problem", g.clock_problem);
   j.key("strings").array(g.strings);
 
-  j.key("kernels").begin_array();
-  for (const GpuKernelStats& k : g.kernels) {
-    j.begin_object();
-    j.key("section");
-    if (k.section == kNoString) j.null(); else j.value(k.section);
-    j.field("name", k.name)
-        .field("kind", gpu_kind_name(k.kind))
-        .field("nccl", k.nccl)
-        .field("graph", k.graph);
-    j.key("grid");
-    dims(j, k.grid);
-    j.key("block");
-    dims(j, k.block);
-    j.field("count", k.count)
-        .field("total_ns", k.total_ns)
-        .field("min_ns", k.min_ns)
-        .field("max_ns", k.max_ns)
-        .field("median_ns", k.median_ns)
-        .end_object();
+  j.key("kernels");
+  kernel_stats(j, g.kernels);
+  // Schema v5 (docs/schema.md, "Version 5: late GPU records").
+  if (!g.late.empty()) {
+    j.key("late").begin_array();
+    for (const GpuLateStats& l : g.late) {
+      j.begin_object().field("window", l.window).key("kernels");
+      kernel_stats(j, l.kernels);
+      j.end_object();
+    }
+    j.end_array();
   }
-  j.end_array();
+  if (g.late_unplaced) j.field("late_unplaced", g.late_unplaced);
 
   const GpuRecords& r = g.records;
   std::vector<int64_t> start_off, api_off;
@@ -105,5 +99,33 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns) 
   j.end_object();
   j.end_object();
 }
+
+namespace {
+
+void kernel_stats(JsonOut& j, const std::vector<GpuKernelStats>& kernels) {
+  j.begin_array();
+  for (const GpuKernelStats& k : kernels) {
+    j.begin_object();
+    j.key("section");
+    if (k.section == kNoString) j.null(); else j.value(k.section);
+    j.field("name", k.name)
+        .field("kind", gpu_kind_name(k.kind))
+        .field("nccl", k.nccl)
+        .field("graph", k.graph);
+    j.key("grid");
+    dims(j, k.grid);
+    j.key("block");
+    dims(j, k.block);
+    j.field("count", k.count)
+        .field("total_ns", k.total_ns)
+        .field("min_ns", k.min_ns)
+        .field("max_ns", k.max_ns)
+        .field("median_ns", k.median_ns)
+        .end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace
 
 }  // namespace laggard

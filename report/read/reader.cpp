@@ -28,7 +28,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 4;
+constexpr int kMinSchema = 1, kMaxSchema = 5;
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();
