@@ -53,8 +53,51 @@ size_t GpuAggregator::KeyHash::operator()(const Key& k) const {
   return static_cast<size_t>(h ^ (h >> 31));
 }
 
-GpuAggregator::GpuAggregator(size_t records_per_window, size_t median_sample)
-    : records_cap_(records_per_window), median_cap_(median_sample < 1 ? 1 : median_sample) {}
+GpuAggregator::GpuAggregator(size_t records_per_window, size_t median_sample, size_t late_windows)
+    : records_cap_(records_per_window),
+      median_cap_(median_sample < 1 ? 1 : median_sample),
+      late_windows_(late_windows) {}
+
+void GpuAggregator::close_boundary(uint64_t window, uint64_t gpu_ts) {
+  if (!boundaries_.empty() && gpu_ts < boundaries_.back().gpu_ts) forget_boundaries();  // clock went back
+  boundaries_.push_back({window, gpu_ts});
+  while (boundaries_.size() > late_windows_) {
+    boundaries_.pop_front();
+    boundaries_trimmed_ = true;
+  }
+}
+
+void GpuAggregator::forget_boundaries() {
+  if (!boundaries_.empty()) boundaries_trimmed_ = true;
+  boundaries_.clear();
+}
+
+// Window k holds what ended in (close of k-1, close of k]. Before the oldest close remembered
+// the window is unknown once older closes were forgotten: such a record stays in the open
+// window, counted as unplaced.
+const uint64_t* GpuAggregator::late_window(uint64_t end) {
+  if (boundaries_.empty() || end > boundaries_.back().gpu_ts) return nullptr;
+  auto it = std::lower_bound(boundaries_.begin(), boundaries_.end(), end,
+                             [](const Boundary& b, uint64_t e) { return b.gpu_ts < e; });
+  if (it == boundaries_.begin() && boundaries_trimmed_) {
+    ++late_unplaced_;
+    return nullptr;
+  }
+  return &it->window;
+}
+
+void GpuAggregator::accumulate(Acc& a, int64_t dur) {
+  if (a.count == 0 || dur < a.min) a.min = dur;
+  if (a.count == 0 || dur > a.max) a.max = dur;
+  ++a.count;
+  a.total += dur;
+  if (a.sample.size() < median_cap_) {
+    a.sample.push_back(dur);
+  } else {
+    uint64_t j = next_random() % a.count;  // reservoir sampling: every duration equally likely
+    if (j < median_cap_) a.sample[j] = dur;
+  }
+}
 
 uint64_t GpuAggregator::next_random() {
   rng_ ^= rng_ << 13;
@@ -86,20 +129,11 @@ void GpuAggregator::add(const GpuRecord& r, const LaunchInfo* launch) {
   int64_t dur = static_cast<int64_t>(r.end - r.start);
   Key key{section, name, r.kind, r.graph, r.kind == RecordKind::kernel ? r.grid : std::array<uint32_t, 3>{},
           r.kind == RecordKind::kernel ? r.block : std::array<uint32_t, 3>{}};
-  Acc& a = stats_[key];
-  if (a.count == 0 || dur < a.min) a.min = dur;
-  if (a.count == 0 || dur > a.max) a.max = dur;
-  ++a.count;
-  a.total += dur;
-  if (a.sample.size() < median_cap_) {
-    a.sample.push_back(dur);
-  } else {
-    uint64_t j = next_random() % a.count;  // reservoir sampling: every duration equally likely
-    if (j < median_cap_) a.sample[j] = dur;
-  }
+  const uint64_t* late = late_window(r.end);
+  accumulate(late ? late_[*late][key] : stats_[key], dur);
 
   if (stored_.size() < records_cap_) {
-    Stored s{r, name, section, launch ? *launch : LaunchInfo{kNoName, 0, 0, 0}, launch != nullptr};
+    Stored s{r, name, section, launch ? *launch : LaunchInfo{kNoName, 0, 0, 0}, launch != nullptr, late != nullptr};
     s.r.name = nullptr;
     stored_.push_back(s);
   } else {
@@ -114,11 +148,17 @@ GpuWindow GpuAggregator::close(int64_t gpu_to_epoch, int64_t mono_to_epoch, cons
 GpuAggregator::Taken GpuAggregator::take() {
   Taken t;
   t.records = records_;
-  for (const auto& [k, a] : stats_)
-    if (!t.names.count(k.name)) t.names.emplace(k.name, std::make_pair(names_[k.name], bool(nccl_[k.name])));
+  t.late_unplaced = late_unplaced_;
+  auto note_names = [&](const Stats& stats) {
+    for (const auto& [k, a] : stats)
+      if (!t.names.count(k.name)) t.names.emplace(k.name, std::make_pair(names_[k.name], bool(nccl_[k.name])));
+  };
+  note_names(stats_);
+  for (const auto& [window, stats] : late_) note_names(stats);
   t.stats.swap(stats_);
+  t.late.swap(late_);
   t.stored.swap(stored_);
-  records_ = unmatched_ = not_stored_ = 0;
+  records_ = unmatched_ = not_stored_ = late_unplaced_ = 0;
   return t;
 }
 
@@ -143,29 +183,37 @@ GpuWindow GpuAggregator::finish(Taken t, const GpuClockMap& clock, int64_t mono_
   };
 
   // Statistics, longest total first.
-  std::vector<std::pair<const Key*, Acc*>> order;
-  order.reserve(t.stats.size());
-  for (auto& [k, a] : t.stats) order.emplace_back(&k, &a);
-  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
-    if (x.second->total != y.second->total) return x.second->total > y.second->total;
-    return std::tie(x.first->section, x.first->name) < std::tie(y.first->section, y.first->name);
-  });
-  for (auto& [k, a] : order) {
-    GpuKernelStats s;
-    s.section = section_of(k->section);
-    s.name = name_of(k->name);
-    s.kind = to_kind(k->kind);
-    s.nccl = is_nccl(k->name);
-    s.graph = k->graph;
-    s.grid = k->grid;
-    s.block = k->block;
-    s.count = a->count;
-    s.total_ns = clock.to_ns(a->total);
-    s.min_ns = clock.to_ns(a->min);
-    s.max_ns = clock.to_ns(a->max);
-    s.median_ns = clock.to_ns(sample_median(a->sample));
-    w.kernels.push_back(s);
-  }
+  auto statistics = [&](Stats& stats) {
+    std::vector<std::pair<const Key*, Acc*>> order;
+    order.reserve(stats.size());
+    for (auto& [k, a] : stats) order.emplace_back(&k, &a);
+    std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+      if (x.second->total != y.second->total) return x.second->total > y.second->total;
+      return std::tie(x.first->section, x.first->name) < std::tie(y.first->section, y.first->name);
+    });
+    std::vector<GpuKernelStats> out;
+    out.reserve(order.size());
+    for (auto& [k, a] : order) {
+      GpuKernelStats s;
+      s.section = section_of(k->section);
+      s.name = name_of(k->name);
+      s.kind = to_kind(k->kind);
+      s.nccl = is_nccl(k->name);
+      s.graph = k->graph;
+      s.grid = k->grid;
+      s.block = k->block;
+      s.count = a->count;
+      s.total_ns = clock.to_ns(a->total);
+      s.min_ns = clock.to_ns(a->min);
+      s.max_ns = clock.to_ns(a->max);
+      s.median_ns = clock.to_ns(sample_median(a->sample));
+      out.push_back(s);
+    }
+    return out;
+  };
+  w.kernels = statistics(t.stats);
+  for (auto& [window, stats] : t.late) w.late.push_back({window, statistics(stats)});
+  w.late_unplaced = t.late_unplaced;
 
   std::stable_sort(t.stored.begin(), t.stored.end(),
                    [](const Stored& a, const Stored& b) { return a.r.start < b.r.start; });
@@ -201,6 +249,7 @@ GpuWindow GpuAggregator::finish(Taken t, const GpuClockMap& clock, int64_t mono_
     if (r.kind == RecordKind::kernel && is_nccl(s.name_id)) flags |= kGpuFlagNccl;
     if (r.graph) flags |= kGpuFlagGraph;
     if (!s.matched) flags |= kGpuFlagUnmatched;
+    if (s.late) flags |= kGpuFlagLate;
     out.flags.push_back(flags);
   }
   w.strings = strings.take();

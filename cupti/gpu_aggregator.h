@@ -5,7 +5,9 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,11 +43,22 @@ class GpuAggregator {
 
   using SectionName = std::function<std::string(uint32_t section_id)>;
 
-  explicit GpuAggregator(size_t records_per_window = kRecordsPerWindow, size_t median_sample = kMedianSample);
+  static constexpr size_t kLateWindows = 16;
+
+  explicit GpuAggregator(size_t records_per_window = kRecordsPerWindow, size_t median_sample = kMedianSample,
+                         size_t late_windows = kLateWindows);
 
   // launch: what the launch callback saw for this record's correlation id; null when unknown
-  // (the record then counts as unmatched and goes to "(no section)").
+  // (the record then counts as unmatched and goes to "(no section)"). A record that completed
+  // before an earlier window's close goes to that window's late statistics (close_boundary).
   void add(const GpuRecord& r, const LaunchInfo* launch);
+
+  // Window `window` closed at CUPTI time `gpu_ts`: records arriving later that ended by then
+  // belong to it (CUPTI hands back a buffer only once all its records are complete, so records
+  // of a closed window keep arriving). The last `late_windows` closes are remembered.
+  void close_boundary(uint64_t window, uint64_t gpu_ts);
+  // CUPTI's clock changed or was not measured: later records cannot be placed by time.
+  void forget_boundaries();
 
   struct Taken;
 
@@ -90,20 +103,32 @@ class GpuAggregator {
     uint32_t name_id, section;
     LaunchInfo launch;
     bool matched;
+    bool late;  // counted in an earlier window's statistics
   };
+  using Stats = std::unordered_map<Key, Acc, KeyHash>;
   struct Taken {
-    std::unordered_map<Key, Acc, KeyHash> stats;
+    Stats stats;
+    std::map<uint64_t, Stats> late;  // earlier window index -> its records that arrived in this one
     std::vector<Stored> stored;
     std::unordered_map<uint32_t, std::pair<std::string, bool>> names;  // id -> (name, NCCL)
     uint64_t records = 0;
+    uint64_t late_unplaced = 0;
   };
 
  private:
+  struct Boundary {
+    uint64_t window;
+    uint64_t gpu_ts;
+  };
+
+  void accumulate(Acc& a, int64_t dur);
+  // The closed window a record that ended at `end` belongs to; null: the open one.
+  const uint64_t* late_window(uint64_t end);
 
   uint32_t intern(const GpuRecord& r);
   uint64_t next_random();
 
-  const size_t records_cap_, median_cap_;
+  const size_t records_cap_, median_cap_, late_windows_;
   // Process-wide kernel names: CUPTI shares one name pointer among a kernel's records, so the
   // pointer finds the id without hashing the (often very long) name.
   std::vector<std::string> names_;
@@ -111,9 +136,12 @@ class GpuAggregator {
   std::unordered_map<const char*, uint32_t> by_ptr_;
   std::unordered_map<std::string, uint32_t> by_text_;
 
-  std::unordered_map<Key, Acc, KeyHash> stats_;
+  Stats stats_;
+  std::map<uint64_t, Stats> late_;
   std::vector<Stored> stored_;
-  uint64_t records_ = 0, unmatched_ = 0, not_stored_ = 0;
+  uint64_t records_ = 0, unmatched_ = 0, not_stored_ = 0, late_unplaced_ = 0;
+  std::deque<Boundary> boundaries_;  // oldest first
+  bool boundaries_trimmed_ = false;   // closes before boundaries_.front() were forgotten
   uint64_t rng_ = 0x2545f4914f6cdd1dull;
 };
 

@@ -85,7 +85,7 @@ GpuCapture::GpuCapture(CuptiApi& api, GpuCaptureOptions options, SectionFn secti
       section_(section),
       table_(options.table_slots),
       pool_(options.buffer_bytes, options.max_buffers),
-      agg_(options.records_per_window) {}
+      agg_(options.records_per_window, GpuAggregator::kMedianSample, options.late_windows) {}
 
 GpuCapture::~GpuCapture() {
   GpuCapture* self = this;
@@ -357,6 +357,7 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
   watch_other_clients();
   ClockSync measured = measure_clock();
   leave_cupti();
+  const bool fresh = measured.gpu != 0 && measured.gpu != clock_.gpu;  // measure_clock keeps the last on failure
   clock_ = measured;
   ClockCheck check = check_clock(measured);
   if (!check.note.empty()) log_info("%s", check.note.c_str());
@@ -370,7 +371,12 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
     d.gpu_no_timestamp = no_timestamp_;
     no_timestamp_ = 0;
     taken = agg_.take();
+    // Records that ended by this close but arrive later are this window's (issue 9, item 11);
+    // placed by CUPTI time, so only while CUPTI's clock holds still.
+    if (fresh && check.problem.empty() && check.ticks_per_ns == boundary_rate_) agg_.close_boundary(w.index, measured.gpu);
+    else agg_.forget_boundaries();
   }
+  boundary_rate_ = check.ticks_per_ns;
   uint64_t records = taken.records;
   GpuClockMap map{static_cast<int64_t>(clock_.gpu), clock_.epoch_ns, check.ticks_per_ns};
   if (clock_.gpu == 0) map = GpuClockMap::offset(clock_.gpu_to_epoch_ns);

@@ -29,6 +29,7 @@ struct GpuCaptureOptions {
   size_t max_buffers = 16;
   size_t table_slots = 1u << 17;    // correlation ids in flight (power of two)
   size_t records_per_window = GpuAggregator::kRecordsPerWindow;
+  size_t late_windows = GpuAggregator::kLateWindows;  // closed windows late records may still go to
 };
 
 // Clock pairing of CUPTI timestamps with the host epoch clock (see docs/schema.md, "Clocks").
@@ -127,6 +128,7 @@ class GpuCapture {
   ClockSync last_point_;          // the previous window close's measurement
   double clock_rate_ = 1.0;       // CUPTI ticks per ns in use
   double last_rate_ = 0;          // measured over the previous window (0: none)
+  double boundary_rate_ = 1.0;    // the rate of the window closes the aggregator remembers
   bool changed_last_window_ = false;  // the previous window's clock check found a change
   uint64_t seen_declined_ = 0;
   CUptiResult attach_result_ = CUPTI_SUCCESS;

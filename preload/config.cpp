@@ -129,6 +129,12 @@ ConfigResult parse_config(const Env& env) {
     if (parse_double(v, &s) && s >= 0 && s <= 60) c.exit_wait_s = s;
     else r.warnings.push_back(bad("LAGGARD_EXIT_WAIT_S", v, "seconds between 0 and 60", "1"));
   }
+  if (const char* v = env("LAGGARD_CLOCK")) {
+    if (is_any(v, {"tsc"})) c.clock = ClockChoice::tsc;
+    else if (is_any(v, {"monotonic"})) c.clock = ClockChoice::monotonic;
+    else if (!is_any(v, {"auto", ""}))
+      r.warnings.push_back(bad("LAGGARD_CLOCK", v, "expected auto, tsc or monotonic", "auto"));
+  }
   return r;
 }
 

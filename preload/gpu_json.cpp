@@ -24,6 +24,8 @@ void dims(JsonOut& j, const std::array<uint32_t, 3>& d) {
   j.begin_array().value(d[0]).value(d[1]).value(d[2]).end_array();
 }
 
+void kernel_stats(JsonOut& j, const std::vector<GpuKernelStats>& kernels);
+
 }  // namespace
 
 const char* gpu_kind_name(GpuRecordKind kind) {
@@ -32,6 +34,21 @@ const char* gpu_kind_name(GpuRecordKind kind) {
     case GpuRecordKind::memset: return "memset";
     default: return "kernel";
   }
+}
+
+// Schema v5 (docs/schema.md, "Version 5: late GPU records"): statistics of records that belong
+// to an earlier window.
+void late_stats(JsonOut& j, const GpuWindow& g) {
+  if (!g.late.empty()) {
+    j.key("late").begin_array();
+    for (const GpuLateStats& l : g.late) {
+      j.begin_object().field("window", l.window).key("kernels");
+      kernel_stats(j, l.kernels);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  if (g.late_unplaced) j.field("late_unplaced", g.late_unplaced);
 }
 
 void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, bool with_records) {
@@ -44,31 +61,14 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, 
   if (!g.clock_problem.empty()) j.field("clock_problem", g.clock_problem);
   j.key("strings").array(g.strings);
   if (!with_records) {  // schema v5 frames: statistics and records are binary columns
+    late_stats(j, g);   // small, and corrections to other windows: stays JSON in both forms
     j.end_object();
     return;
   }
 
-  j.key("kernels").begin_array();
-  for (const GpuKernelStats& k : g.kernels) {
-    j.begin_object();
-    j.key("section");
-    if (k.section == kNoString) j.null(); else j.value(k.section);
-    j.field("name", k.name)
-        .field("kind", gpu_kind_name(k.kind))
-        .field("nccl", k.nccl)
-        .field("graph", k.graph);
-    j.key("grid");
-    dims(j, k.grid);
-    j.key("block");
-    dims(j, k.block);
-    j.field("count", k.count)
-        .field("total_ns", k.total_ns)
-        .field("min_ns", k.min_ns)
-        .field("max_ns", k.max_ns)
-        .field("median_ns", k.median_ns)
-        .end_object();
-  }
-  j.end_array();
+  j.key("kernels");
+  kernel_stats(j, g.kernels);
+  late_stats(j, g);
 
   const GpuRecords& r = g.records;
   std::vector<int64_t> start_off, api_off;
@@ -109,5 +109,33 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, 
   j.end_object();
   j.end_object();
 }
+
+namespace {
+
+void kernel_stats(JsonOut& j, const std::vector<GpuKernelStats>& kernels) {
+  j.begin_array();
+  for (const GpuKernelStats& k : kernels) {
+    j.begin_object();
+    j.key("section");
+    if (k.section == kNoString) j.null(); else j.value(k.section);
+    j.field("name", k.name)
+        .field("kind", gpu_kind_name(k.kind))
+        .field("nccl", k.nccl)
+        .field("graph", k.graph);
+    j.key("grid");
+    dims(j, k.grid);
+    j.key("block");
+    dims(j, k.block);
+    j.field("count", k.count)
+        .field("total_ns", k.total_ns)
+        .field("min_ns", k.min_ns)
+        .field("max_ns", k.max_ns)
+        .field("median_ns", k.median_ns)
+        .end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace
 
 }  // namespace laggard

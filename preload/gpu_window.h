@@ -30,6 +30,8 @@ struct GpuKernelStats {
 constexpr uint8_t kGpuFlagNccl = 1;
 constexpr uint8_t kGpuFlagGraph = 2;
 constexpr uint8_t kGpuFlagUnmatched = 4;  // launching call not seen: section unknown
+constexpr uint8_t kGpuFlagLate = 8;       // completed before an earlier window closed (schema v5):
+                                          // counted in that window's statistics (GpuWindow::late)
 
 // One entry per GPU activity, columnar (one vector per field) so a window of many thousands of
 // kernels stays a few arrays of numbers on disk.
@@ -49,6 +51,14 @@ struct GpuRecords {
   size_t size() const { return kind.size(); }
 };
 
+// Statistics of records that completed before an earlier window's close but reached laggard
+// only in this one (schema v5, docs/schema.md "Version 5: late GPU records"): they belong to
+// window `window`, whose file was already written, and the reader adds them to it.
+struct GpuLateStats {
+  uint64_t window = 0;
+  std::vector<GpuKernelStats> kernels;  // strings index this window's table
+};
+
 struct GpuWindow {
   bool present = false;         // CUPTI capture was attached during this window
   bool sampled = false;         // capture was switched on for this window (LAGGARD_PROFILING_INTERVAL)
@@ -61,6 +71,9 @@ struct GpuWindow {
   std::vector<std::string> strings;
   std::vector<GpuKernelStats> kernels;
   GpuRecords records;           // up to kGpuRecordsPerWindow; the rest are counted, not stored
+  // Schema v5: late records (in `records` with kGpuFlagLate, in `late` rather than `kernels`).
+  std::vector<GpuLateStats> late;  // by window, oldest first
+  uint64_t late_unplaced = 0;      // ended before the oldest close remembered: in `kernels`
 };
 
 // What the file header says about GPU capture; the latest window's state wins.

@@ -24,6 +24,7 @@
 
 #include "capture.h"
 #include "clock.h"
+#include "tsc_clock.h"
 #include "config.h"
 #include "log.h"
 #include "plugin_env.h"
@@ -114,11 +115,17 @@ std::string absolute(const std::string& path) {
 
 // ---- flushing (flush thread only) ----
 
+// The NVTX range clock's line is refitted at every window close (tsc_clock.h).
+void calibrate_range_clock() {
+  if (const char* change = g_range_clock.calibrate(TscClock::measure())) log_info("NVTX range clock: %s", change);
+}
+
 void flush(Runtime& rt, bool final, int signal) {
   DropCounters extra;
   uint64_t ev = rt.start_end->evicted();
   extra.start_end_evicted = ev - rt.seen_evicted;
   rt.seen_evicted = ev;
+  calibrate_range_clock();
   WindowSnapshot w = rt.recorder->close_window(mono_ns(), extra);
   for (const SourceHooks& src : sources()) {
     try {
@@ -178,6 +185,7 @@ void flush_thread(Runtime* rt) {
         flush(*rt, false, 0);
       } else {
         rt->recorder->drain();
+        if (g_range_clock.first_fit_due(now)) calibrate_range_clock();
       }
       for (const SourceHooks& src : sources())
         if (src.on_tick) src.on_tick();
@@ -306,6 +314,8 @@ void activate() {
   std::snprintf(tag, sizeof tag, "rank %d", rt.id.rank);
   set_log_tag(tag);
 
+  log_debug("NVTX range clock: %s", g_range_clock.configure(rt.cfg.clock, counter_is_invariant()));
+  g_range_clock.calibrate(TscClock::measure());
   int64_t start_mono = mono_ns();
   int64_t offset = measure_epoch_offset_ns();
   rt.flush_interval_ns = static_cast<int64_t>(rt.cfg.flush_s * 1e9);

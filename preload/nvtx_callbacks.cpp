@@ -1,5 +1,5 @@
 // Hot path. After a thread's first call, a push or pop is: a TLS load, a string hash and
-// compare against the thread's name cache, a vDSO clock read and a few stores into memory
+// compare against the thread's name cache, a CPU counter read (tsc_clock.h) and a few stores into memory
 // only this thread writes. No allocation, no syscall, no lock. Every entry point catches
 // everything: an exception must never reach the application.
 #include "nvtx_callbacks.h"
@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "range_stack.h"
 #include "thread_registry.h"
+#include "tsc_clock.h"
 
 namespace laggard {
 
@@ -224,7 +225,7 @@ int push_impl(const void* domain, Lookup&& find) noexcept {
     ThreadState* ts = thread_state(cap);
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
     const NameEntry* e = find(cap, ts);
-    int level = ts->stack.push(e, domain, mono_ns());
+    int level = ts->stack.push(e, domain, g_range_clock.now_ns());
     sync_after_push(ts);
     return level;
   } catch (...) {
@@ -240,7 +241,7 @@ int pop_impl(const void* domain) noexcept {
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
     RangeRecord r;
     bool emit = false;
-    int level = ts->stack.pop(domain, mono_ns(), ts->tid, &r, &emit);
+    int level = ts->stack.pop(domain, g_range_clock.now_ns(), ts->tid, &r, &emit);
     if (emit) ts->buf->add(r);
     sync_after_pop(ts);
     return level;
@@ -258,7 +259,7 @@ nvtxRangeId_t start_impl(Lookup&& find) noexcept {
     if (!ts) return 0;
     const NameEntry* e = find(cap, ts);
     watch::note_progress(ts->watch);
-    return cap->start_end->start(e, mono_ns(), ts->tid, &ts->ids);
+    return cap->start_end->start(e, g_range_clock.now_ns(), ts->tid, &ts->ids);
   } catch (...) {
     return 0;
   }
@@ -273,7 +274,7 @@ void end_impl(nvtxRangeId_t id) noexcept {
     watch::note_progress(ts->watch);
     RangeRecord r;
     bool emit = false;
-    if (!cap->start_end->end(id, mono_ns(), &r, &emit))
+    if (!cap->start_end->end(id, g_range_clock.now_ns(), &r, &emit))
       ThreadBuffer::bump(ts->buf->unmatched_end);
     else if (emit)
       ts->buf->add(r);

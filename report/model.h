@@ -137,6 +137,13 @@ struct GpuHealthSample {
   int64_t ecc_uncorrected_new = 0;
 };
 
+// Schema v5 ("Version 5: late GPU records"): statistics a window's file carries for an earlier
+// window, whose records CUPTI delivered only after it closed.
+struct LateKernelStats {
+  uint64_t window = 0;  // the window they belong to
+  KernelWindowStats stats;
+};
+
 struct CaptureWindow {
   uint64_t index = 0;
   int64_t start_ns = 0, end_ns = 0;
@@ -145,6 +152,7 @@ struct CaptureWindow {
   // GPU (CUPTI). kernel_stats covers every window; gpu holds per-kernel records only for the
   // windows that were sampled (LAGGARD_PROFILING_INTERVAL), see gpu_sampled.
   std::vector<KernelWindowStats> kernel_stats;
+  std::vector<LateKernelStats> gpu_late;  // v5: moved into their windows' kernel_stats when read
   std::vector<GpuActivity> gpu;
   bool gpu_sampled = false;
   // Schema v4 (docs/schema.md, "Version 4: CUPTI"): empty / 0 in older files.

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include "reader_frames.h"
+#include "reader_gpu_late.h"
 #include "reader_values.h"
 
 namespace laggard::report {
@@ -63,6 +64,34 @@ void read_stream_events(const json& g, int64_t window_start, const std::vector<u
   }
 }
 
+KernelWindowStats kernel_stats(const json& k, const std::vector<uint32_t>& ids) {
+  KernelWindowStats st;
+  st.section = lookup(ids, k.value("section", json()));
+  st.name = lookup(ids, k.at("name"));
+  st.kind = kind_from(k.value("kind", std::string("kernel")));
+  st.nccl = k.value("nccl", false);
+  st.graph = k.value("graph", false);
+  dims(k.value("grid", json()), st.grid);
+  dims(k.value("block", json()), st.block);
+  st.count = values::count(k.at("count"), "gpu.kernels.count");
+  st.total_ns = values::dur_ns(k.at("total_ns"), "gpu.kernels.total_ns");
+  st.min_ns = values::dur_ns(k.at("min_ns"), "gpu.kernels.min_ns");
+  st.max_ns = values::dur_ns(k.at("max_ns"), "gpu.kernels.max_ns");
+  st.median_ns = values::dur_ns(k.at("median_ns"), "gpu.kernels.median_ns");
+  return st;
+}
+
+// Version 5: gpu.late, statistics of records that belong to an earlier window.
+void read_late(const json& g, const std::vector<uint32_t>& ids, CaptureWindow& out) {
+  auto it = g.find("late");
+  if (it == g.end()) return;
+  if (!it->is_array()) throw std::runtime_error("gpu.late is not an array");
+  for (const json& l : *it) {
+    uint64_t window = values::count(l.at("window"), "gpu.late.window");
+    for (const json& k : l.at("kernels")) out.gpu_late.push_back({window, kernel_stats(k, ids)});
+  }
+}
+
 }  // namespace
 
 void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out,
@@ -74,22 +103,8 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   std::vector<uint32_t> ids;
   for (const json& s : g.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
 
-  for (const json& k : g.value("kernels", json::array())) {
-    KernelWindowStats st;
-    st.section = lookup(ids, k.value("section", json()));
-    st.name = lookup(ids, k.at("name"));
-    st.kind = kind_from(k.value("kind", std::string("kernel")));
-    st.nccl = k.value("nccl", false);
-    st.graph = k.value("graph", false);
-    dims(k.value("grid", json()), st.grid);
-    dims(k.value("block", json()), st.block);
-    st.count = values::count(k.at("count"), "gpu.kernels.count");
-    st.total_ns = values::dur_ns(k.at("total_ns"), "gpu.kernels.total_ns");
-    st.min_ns = values::dur_ns(k.at("min_ns"), "gpu.kernels.min_ns");
-    st.max_ns = values::dur_ns(k.at("max_ns"), "gpu.kernels.max_ns");
-    st.median_ns = values::dur_ns(k.at("median_ns"), "gpu.kernels.median_ns");
-    out.kernel_stats.push_back(st);
-  }
+  for (const json& k : g.value("kernels", json::array())) out.kernel_stats.push_back(kernel_stats(k, ids));
+  read_late(g, ids, out);
 
   read_stream_events(g, window_start, ids, out);
   if (!binary_records.empty()) return decode_gpu_block(binary_records, window_start, ids, out);
@@ -149,6 +164,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
 }
 
 void finish_gpu_rank(RankData& r, std::vector<Problem>& problems) {
+  merge_late_gpu_stats(r);
   size_t starved = 0, unreliable = 0, gpu_windows = 0;
   std::string reason, clock_reason;
   for (const CaptureWindow& w : r.windows) {

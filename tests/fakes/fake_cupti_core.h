@@ -46,6 +46,7 @@ struct KernelSpec {
   uint64_t dur_ns = 1000;
   uint32_t stream = 7, device = 0, graph_id = 0;
   bool no_timestamp = false;
+  bool incomplete = false;  // still running: holds back default flushes until complete_all()
 };
 
 class FakeCuptiCore {
@@ -179,8 +180,12 @@ class FakeCuptiCore {
     *rec = reinterpret_cast<CUpti_Activity*>(buf + off + 8);
     return CUPTI_SUCCESS;
   }
-  // Delivers every queued record through the client's buffers (the flag does not matter here).
-  CUptiResult flush_all(uint32_t) {
+  // Delivers every queued record through the client's buffers. As cupti_activity.h says of
+  // cuptiActivityFlushAll: a default flush (flag 0) "doesn't return buffers which have one or more
+  // incomplete records"; the fake holds everything back while an incomplete record is queued. A
+  // forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) delivers all. A buffer is handed back as soon
+  // as it is full (CUPTI's worker does so), unless hold_buffers asks for several at once.
+  CUptiResult flush_all(uint32_t flag) {
     if (on_flush) on_flush();
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -191,6 +196,8 @@ class FakeCuptiCore {
     CUpti_BuffersCallbackCompleteFunc done;
     {
       std::lock_guard<std::mutex> l(mu_);
+      if (incomplete_ && !(flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) return CUPTI_SUCCESS;
+      incomplete_ = 0;
       records.swap(pending_);
       rq = request_;
       done = complete_;
@@ -230,6 +237,10 @@ class FakeCuptiCore {
           ++next;
           continue;
         }
+        if (hold_buffers == 0) {  // full: handed back at once, so its memory can be reused
+          done(nullptr, 0, b.p, b.size, b.used);
+          b.p = nullptr;
+        }
         ++cur;
         continue;
       }
@@ -240,7 +251,8 @@ class FakeCuptiCore {
       ++b.count;
       ++next;
     }
-    for (Buf& b : held) done(nullptr, 0, b.p, b.size, b.used);
+    for (Buf& b : held)
+      if (b.p) done(nullptr, 0, b.p, b.size, b.used);
     return CUPTI_SUCCESS;
   }
 
@@ -360,6 +372,15 @@ class FakeCuptiCore {
     r.name = intern(k.name);
     r.graphId = k.graph_id;
     push(&r, sizeof r);
+    if (k.incomplete) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++incomplete_;
+    }
+  }
+  // The running kernels finished: default flushes deliver again.
+  void complete_all() {
+    std::lock_guard<std::mutex> l(mu_);
+    incomplete_ = 0;
   }
   void queue_memcpy(uint64_t bytes, uint8_t copy_kind, uint64_t dur, uint32_t corr) {
     CUpti_ActivityMemcpy6 r{};
@@ -418,6 +439,7 @@ class FakeCuptiCore {
   std::vector<std::vector<uint8_t>> pending_;
   std::deque<std::string> names_;  // stable pointers, one per distinct name (as CUPTI shares them)
   size_t dropped_ = 0;
+  size_t incomplete_ = 0;  // queued records still running
   uint32_t next_corr_ = 1;
 };
 

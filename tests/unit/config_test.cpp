@@ -74,6 +74,17 @@ TEST(Config, ExitWaitBound) {
   }
 }
 
+TEST(Config, ClockChoice) {
+  EXPECT_EQ(parse_config(map_env({})).config.clock, ClockChoice::automatic);
+  EXPECT_EQ(parse_config(map_env({{"LAGGARD_CLOCK", "tsc"}})).config.clock, ClockChoice::tsc);
+  EXPECT_EQ(parse_config(map_env({{"LAGGARD_CLOCK", "MONOTONIC"}})).config.clock, ClockChoice::monotonic);
+  EXPECT_EQ(parse_config(map_env({{"LAGGARD_CLOCK", "auto"}})).config.clock, ClockChoice::automatic);
+  ConfigResult r = parse_config(map_env({{"LAGGARD_CLOCK", "rdtsc"}}));
+  EXPECT_EQ(r.config.clock, ClockChoice::automatic);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("auto, tsc or monotonic"), std::string::npos) << r.warnings[0];
+}
+
 TEST(Config, ParseIntIsStrict) {
   long long v = 0;
   EXPECT_TRUE(parse_int("42", 0, 100, &v));

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -279,6 +280,144 @@ TEST(GpuCapture, RecordsBeyondTheWindowCapAreCountedButStatisticsStayExact) {
   EXPECT_EQ(w.dropped.gpu_records_not_stored, 15u);
   EXPECT_EQ(w.gpu.kernels.at(0).median_ns, 1012);
   EXPECT_EQ(w.gpu.kernels.at(0).max_ns, 1024);
+}
+
+// Issue 14: far more records than the per-window cap of stored records (65,536; ~6,500 kernels/s
+// at the default 10 s flush). Statistics stay exact; only the per-record detail is capped, and
+// what it left out is counted as not stored, never as lost.
+TEST(GpuCapture, TwoHundredThousandRecordsInOneWindowKeepExactStatistics) {
+  Fixture f;  // default capacities: 16 buffers of 1 MiB, 65,536 records stored per window
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  constexpr int kRecords = 200'000;
+  uint64_t total[2] = {0, 0}, count[2] = {0, 0};
+  for (int i = 0; i < kRecords; ++i) {
+    // CUPTI's worker hands full buffers back as the kernels complete; the flush thread's ticks
+    // (20 a second) collect the rest: ~1,000 records a tick at 20,000 kernels a second.
+    if (i % 1000 == 999) f.cap->tick();
+    const int which = i % 3 == 0;  // a third "b", two thirds "a"
+    t_section = which ? 2 : 1;
+    const uint64_t dur = 1000 + uint64_t(i % 997) * 3 + which;
+    c.launch(kernel(which ? "b" : "a", dur));
+    total[which] += dur;
+    ++count[which];
+  }
+  t_section = kNoName;
+  WindowSnapshot w = f.close();
+  const GpuWindow& g = w.gpu;
+  ASSERT_EQ(g.kernels.size(), 2u);
+  for (const GpuKernelStats& k : g.kernels) {
+    const int which = str(g, k.name) == "b";
+    EXPECT_EQ(str(g, k.section), which ? "s2" : "s1");
+    EXPECT_EQ(k.count, count[which]);
+    EXPECT_EQ(uint64_t(k.total_ns), total[which]);
+    EXPECT_EQ(k.min_ns, 1000 + which);
+    EXPECT_EQ(k.max_ns, 1000 + 996 * 3 + which);
+    // A median of a 4096-duration sample of a uniform spread: within a few percent.
+    EXPECT_NEAR(double(k.median_ns), 1000 + 498 * 3, 0.05 * (996 * 3));
+  }
+  EXPECT_EQ(count[0] + count[1], uint64_t(kRecords));
+  EXPECT_EQ(g.records.size(), GpuAggregator::kRecordsPerWindow);
+  EXPECT_EQ(w.dropped.gpu_records_not_stored, uint64_t(kRecords) - GpuAggregator::kRecordsPerWindow);
+  EXPECT_EQ(w.dropped.cupti_records_dropped, 0u);  // nothing lost: only detail not stored
+  EXPECT_EQ(w.dropped.gpu_buffer_full, 0u);
+  EXPECT_EQ(w.dropped.unmatched_correlation, 0u);
+  EXPECT_EQ(g.launches, uint64_t(kRecords));
+}
+
+// The fake's kernels run 1 us from their launch: let them end before the window closes.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+
+// Issue 9, item 11: CUPTI hands a buffer back only once every record in it is complete, so the
+// records of a window can arrive after it closed. They go to that window's statistics (as late
+// statistics the reader merges), not to the window they arrived in.
+TEST(GpuCapture, RecordsArrivingAfterTheirWindowClosedGoToThatWindow) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  t_section = 1;
+  for (int i = 0; i < 5; ++i) c.launch(kernel("early", 1000));
+  KernelSpec running = kernel("running", 5'000'000'000);  // still running at both closes
+  running.incomplete = true;
+  c.launch(running);
+  settle();
+  WindowSnapshot w0 = f.close();  // the default flush delivers nothing: a record is incomplete
+  EXPECT_TRUE(w0.gpu.kernels.empty());
+  EXPECT_TRUE(w0.gpu.late.empty());
+
+  c.complete_all();
+  t_section = 2;
+  for (int i = 0; i < 3; ++i) c.launch(kernel("next", 2000));
+  WindowSnapshot w1 = f.close();
+  const GpuWindow& g = w1.gpu;
+  EXPECT_EQ(count(g, "s1", "early"), 0u);  // not in the window they arrived in
+  EXPECT_EQ(count(g, "s2", "next"), 3u);
+  EXPECT_EQ(count(g, "s1", "running"), 1u);  // ends after window 0 closed: window 1's
+  ASSERT_EQ(g.late.size(), 1u);
+  EXPECT_EQ(g.late[0].window, w0.index);
+  ASSERT_EQ(g.late[0].kernels.size(), 1u);
+  const GpuKernelStats& k = g.late[0].kernels[0];
+  EXPECT_EQ(str(g, k.name), "early");
+  EXPECT_EQ(str(g, k.section), "s1");
+  EXPECT_EQ(k.count, 5u);
+  EXPECT_EQ(k.total_ns, 5000);
+  EXPECT_EQ(g.late_unplaced, 0u);
+  // The records themselves stay in this window's detail (their times are absolute), marked.
+  ASSERT_EQ(g.records.size(), 9u);
+  int late = 0;
+  for (uint8_t fl : g.records.flags) late += (fl & kGpuFlagLate) != 0;
+  EXPECT_EQ(late, 5);
+  // Nothing carried over into the next window.
+  EXPECT_TRUE(f.close().gpu.late.empty());
+  t_section = kNoName;
+}
+
+// Records later than every close remembered cannot be placed: they stay in the window they
+// arrived in, counted.
+TEST(GpuCapture, RecordsLaterThanTheRememberedClosesStayAndAreCounted) {
+  t_section = kNoName;
+  GpuCaptureOptions opt;
+  opt.late_windows = 2;
+  Fixture f(opt);
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  for (int i = 0; i < 4; ++i) c.launch(kernel("early", 1000));
+  KernelSpec running = kernel("running", 1000);
+  running.incomplete = true;
+  c.launch(running);
+  settle();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(f.close().gpu.kernels.empty());  // windows 0..2 closed
+  c.complete_all();
+  // Window 3 arrives with them; it remembers the closes of windows 1 and 2 only.
+  WindowSnapshot w = f.close();
+  EXPECT_EQ(count(w.gpu, "(no section)", "early"), 4u);
+  EXPECT_EQ(count(w.gpu, "(no section)", "running"), 1u);
+  EXPECT_TRUE(w.gpu.late.empty());
+  EXPECT_EQ(w.gpu.late_unplaced, 5u);
+}
+
+// A record two windows late goes to the window it ended in, not the latest closed one.
+TEST(GpuCapture, LateRecordsArePlacedByTheirEndTime) {
+  Fixture f;
+  ASSERT_EQ(f.cap->attach(0), "");
+  auto& c = f.api.core;
+  KernelSpec hold = kernel("hold", 1000);
+  hold.incomplete = true;
+  c.launch(kernel("in0", 1000));
+  c.launch(hold);
+  settle();
+  WindowSnapshot w0 = f.close();
+  c.launch(kernel("in1", 1000));
+  settle();
+  WindowSnapshot w1 = f.close();
+  c.complete_all();
+  WindowSnapshot w2 = f.close();
+  std::map<uint64_t, std::set<std::string>> got;
+  for (const GpuLateStats& l : w2.gpu.late)
+    for (const GpuKernelStats& k : l.kernels) got[l.window].insert(str(w2.gpu, k.name));
+  EXPECT_EQ(got[w0.index], (std::set<std::string>{"in0", "hold"}));
+  EXPECT_EQ(got[w1.index], (std::set<std::string>{"in1"}));
+  EXPECT_TRUE(w2.gpu.kernels.empty());
 }
 
 TEST(GpuCapture, RecordsWithoutTimestampsAreSkippedAndCounted) {

@@ -299,3 +299,67 @@ TEST(GpuFile, StarvedWindowsAndClockProblemsAreProblemsAndTheStatusIsNotOn) {
 }
 
 }  // namespace
+
+// Schema v5, "Version 5: late GPU records": window 1's file carries statistics for window 0
+// (CUPTI delivered them after window 0 was written); the reader adds them to window 0, merging
+// with the same key exactly (count, total, min, max) and adding new keys. Statistics for a
+// window that is not in the data stay where they arrived.
+TEST(GpuFile, LateStatisticsGoToTheWindowTheyBelongTo) {
+  using namespace laggard;
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu1").string();
+  SegmentWriter w(dir, info(), 30);
+  WindowSnapshot a = gpu_window();
+  ASSERT_EQ(w.write(a, a.dropped, false, 0), "");
+  WindowSnapshot b = gpu_window();
+  b.index = 1;
+  b.start_ns += 1'000'000'000;
+  b.end_ns += 1'000'000'000;
+  GpuKernelStats same = b.gpu.kernels[0];  // _Z4gemmPf in backward: 3 in window 0 already
+  same.count = 5;
+  same.total_ns = 5 * 80;
+  same.min_ns = 70;
+  same.max_ns = 130;
+  same.median_ns = 80;
+  GpuKernelStats added = same;  // another shape: a key window 0 does not have
+  added.grid = {1, 1, 1};
+  added.count = 1;
+  added.total_ns = added.min_ns = added.max_ns = added.median_ns = 7;
+  GpuKernelStats orphan = added;  // for window 77, not in the data
+  b.gpu.late = {{0, {same, added}}, {77, {orphan}}};
+  b.gpu.late_unplaced = 4;
+  ASSERT_EQ(w.write(b, b.dropped, true, 0), "");
+
+  std::ifstream in(dir + "/rank00000-42-seg0000.json");
+  nlohmann::json f = nlohmann::json::parse(in);
+  EXPECT_FALSE(f["windows"][0]["gpu"].contains("late"));  // optional: absent when nothing was late
+  const nlohmann::json& late = f["windows"][1]["gpu"]["late"];
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(late[0]["window"], 0);
+  EXPECT_EQ(late[0]["kernels"][0]["count"], 5);
+  EXPECT_EQ(f["windows"][1]["gpu"]["late_unplaced"], 4);
+
+  using namespace laggard::report;
+  RunModel m = read_run(dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  const RankData& r = m.ranks[0];
+  ASSERT_EQ(r.windows.size(), 2u);
+  const auto& w0 = r.windows[0].kernel_stats;
+  ASSERT_EQ(w0.size(), 4u);  // 3 of its own + the new shape
+  EXPECT_EQ(w0[0].count, 8u);
+  EXPECT_EQ(w0[0].total_ns, 300 + 400);
+  EXPECT_EQ(w0[0].min_ns, 70);
+  EXPECT_EQ(w0[0].max_ns, 130);
+  EXPECT_EQ(w0[0].median_ns, 80);  // the larger part's
+  EXPECT_EQ(w0[3].grid[0], 1u);
+  EXPECT_EQ(w0[3].count, 1u);
+  const auto& w1 = r.windows[1].kernel_stats;
+  ASSERT_EQ(w1.size(), 4u);  // 3 of its own + the one for the missing window 77
+  EXPECT_EQ(w1[0].count, 3u);
+  EXPECT_EQ(w1[3].total_ns, 7);
+  EXPECT_TRUE(r.windows[1].gpu_late.empty());
+  uint64_t all = 0;
+  for (const CaptureWindow& cw : r.windows)
+    for (const KernelWindowStats& k : cw.kernel_stats) all += k.count;
+  EXPECT_EQ(all, 2u * (3 + 1 + 1) + 5 + 1 + 1);  // nothing lost, nothing counted twice
+}
