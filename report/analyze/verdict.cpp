@@ -513,13 +513,15 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
     // With per-kernel GPU records the lateness signal has already judged every rank's arrival
     // against the run's noise; "last" by a 20 us margin alone is no evidence among 64 noisy ranks.
     if (j.available && !j.matrix.empty()) continue;
-    // What the others waited per collective must be material to the job, as for every finding.
-    if (c.step_ns > 0 && per_op < c.criteria.min_excess_ns) continue;
+    // What a collective loses to it (its lead over the median rank, not the sum of every rank's
+    // wait, which grows with the rank count) must be material to the job, as for every finding.
+    if (c.step_ns > 0 && cr.lateness_ns < c.criteria.min_excess_ns) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
     f.kind = "persistent";
-    f.impact_ns = per_op;
+    f.impact_ns = cr.lateness_ns;
+    f.evidence["comm_lateness_ms"] = ms(cr.lateness_ns);
     f.evidence["comm_last_share"] = share;
     f.evidence["comm_blame_ms"] = ms(cr.blame_ns);
     f.evidence["comm_waited_ms"] = ms(cr.waited_ns);
@@ -535,7 +537,9 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
       fill_evidence(f, d, j.ranks[r]);
       why = explain(d, j.ranks[r], j, c.breakdown, r);
     }
-    f.summary = fmt::format("rank {} (host {}): {}; {}", f.rank, f.host, clause, why);
+    f.summary = fmt::format("rank {} (host {}): {}; when last it arrives {:.3f} ms after the median rank, what each "
+                            "of those collectives loses; {}",
+                            f.rank, f.host, clause, ms(cr.lateness_ns), why);
     out.add(std::move(f), r);
   }
 }
