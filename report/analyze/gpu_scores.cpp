@@ -28,7 +28,18 @@ struct KernelAcc {
   std::vector<std::pair<double, double>> medians;  // (window median, executions it stands for)
   double total_ns = 0;
   uint64_t count = 0;
-  double median() const { return weighted_median(medians); }
+  // Read many times once gathering is done (references, scores): computed once.
+  double median() const {
+    if (!median_known) {
+      median_value = weighted_median(medians);
+      median_known = true;
+    }
+    return median_value;
+  }
+
+ private:
+  mutable double median_value = 0;
+  mutable bool median_known = false;
 };
 using KernelMap = std::map<KernelKey, KernelAcc>;
 
