@@ -49,7 +49,7 @@ synth::Spec spec_of(int ranks, int kernels, int steps) {
   for (int k = 0; k < kernels; ++k)
     s.kernels.push_back({"kernel_" + std::to_string(k % (kernels / 2 + 1)), sections[k * 4 / kernels],
                          4'000 + 1'000 * (k % 7)});
-  s.faults = {{synth::Fault::Kind::slow_gpu, 1, 1.10, 0, "backward"}};
+  s.faults = {{synth::Fault::Kind::slow_gpu, 1, 3.0, 0, "backward"}};
   return s;
 }
 
