@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallel.h"
 #include "stats.h"
 
 namespace laggard::report {
@@ -37,36 +38,108 @@ namespace {
 
 const char* type_of(const GpuActivity& a) { return is_compute(a) ? "COMP" : a.nccl ? "COMM" : "MEM"; }
 
-struct Unions {
-  std::vector<Interval> comp, comm, mem;
+// Sorted, disjoint intervals with running lengths: how much of any [lo, hi) they cover, in
+// O(log n). Clipping commutes with union and difference, so one cover per kind serves every
+// window and step (issue 14: the breakdown no longer rescans a rank's activities per step).
+class Cover {
+ public:
+  Cover() = default;
+  explicit Cover(std::vector<Interval> merged) : v_(std::move(merged)), before_(v_.size() + 1, 0) {
+    for (size_t i = 0; i < v_.size(); ++i) before_[i + 1] = before_[i] + (v_[i].end - v_[i].start);
+  }
+  const std::vector<Interval>& intervals() const { return v_; }
+  int64_t length_in(int64_t lo, int64_t hi) const { return hi > lo ? below(hi) - below(lo) : 0; }
+
+ private:
+  int64_t below(int64_t t) const {  // covered length before t
+    const size_t i = size_t(std::lower_bound(v_.begin(), v_.end(), t, [](const Interval& x, int64_t v) {
+                                return x.start < v;
+                              }) - v_.begin());
+    int64_t n = before_[i];
+    if (i > 0 && v_[i - 1].end > t) n -= v_[i - 1].end - t;
+    return n;
+  }
+  std::vector<Interval> v_;
+  std::vector<int64_t> before_;
 };
 
-Unions unions(const GpuTimeline& g, int64_t lo, int64_t hi) {
+// A rank's GPU time by kind, overlaps counted once: compute, then communication, then memory.
+struct Covers {
+  Cover compute, comm, comm_only, memory_only;
+};
+
+Covers covers_of(const GpuTimeline& g) {
   std::vector<Interval> c, n, m;
-  for (const GpuActivity* a : g.by_launch) {
-    if (a->end_ns <= lo || a->start_ns >= hi) continue;
-    Interval i{std::max(a->start_ns, lo), std::min(a->end_ns, hi)};
-    (is_compute(*a) ? c : a->nccl ? n : m).push_back(i);
-  }
-  return {merge(c), merge(n), merge(m)};
+  for (const GpuActivity* a : g.by_launch) (is_compute(*a) ? c : a->nccl ? n : m).push_back({a->start_ns, a->end_ns});
+  Covers out;
+  out.compute = Cover(merge(std::move(c)));
+  out.comm = Cover(merge(std::move(n)));
+  out.comm_only = Cover(subtract(out.comm.intervals(), out.compute.intervals()));
+  std::vector<Interval> busy = out.compute.intervals();
+  busy.insert(busy.end(), out.comm.intervals().begin(), out.comm.intervals().end());
+  out.memory_only = Cover(subtract(merge(std::move(m)), merge(std::move(busy))));
+  return out;
 }
 
-Temporal temporal_of(const Unions& u, int64_t span) {
+Temporal temporal_in(const Covers& u, int64_t lo, int64_t hi) {
   Temporal t;
-  t.span_ns = double(span);
-  auto comm_only = subtract(u.comm, u.comp);
-  auto busy_cc = merge([&] {
-    auto v = u.comp;
-    v.insert(v.end(), u.comm.begin(), u.comm.end());
-    return v;
-  }());
-  auto mem_only = subtract(u.mem, busy_cc);
-  t.compute_ns = double(length(u.comp));
-  t.comm_ns = double(length(comm_only));
-  t.memory_ns = double(length(mem_only));
+  t.span_ns = double(hi - lo);
+  t.compute_ns = double(u.compute.length_in(lo, hi));
+  t.comm_ns = double(u.comm_only.length_in(lo, hi));
+  t.memory_ns = double(u.memory_only.length_in(lo, hi));
   t.idle_ns = std::max(0.0, t.span_ns - t.compute_ns - t.comm_ns - t.memory_ns);
   return t;
 }
+
+// The gaps between consecutive activities of each stream, searchable by time.
+class IdleIndex {
+ public:
+  explicit IdleIndex(const GpuTimeline& g) {
+    for (const auto& [key, acts] : g.by_stream) {
+      Stream s{&acts, std::vector<int64_t>(acts.size() + 1, INT64_MAX)};
+      // lowest_prev_end[i]: the earliest end of acts[i - 1 ..]: no gap from i on starts before it.
+      for (size_t i = acts.size(); i-- > 1;) s.lowest_prev_end[i] = std::min(s.lowest_prev_end[i + 1], acts[i - 1]->end_ns);
+      streams_.push_back(std::move(s));
+    }
+  }
+
+  // The gaps' split inside [lo, hi), visiting them in the order split_idle always has.
+  IdleSplit split(int64_t lo, int64_t hi, int64_t kernel_wait_ns) const {
+    IdleSplit s;
+    for (const Stream& st : streams_) {
+      const auto& acts = *st.acts;
+      // Gaps ending (at the next activity's start) at or before lo are empty inside [lo, hi).
+      size_t i = size_t(std::upper_bound(acts.begin(), acts.end(), lo, [](int64_t t, const GpuActivity* a) {
+                          return t < a->start_ns;
+                        }) - acts.begin());
+      for (i = std::max<size_t>(i, 1); i < acts.size() && st.lowest_prev_end[i] < hi; ++i)
+        add_gap(*acts[i - 1], *acts[i], lo, hi, kernel_wait_ns, s);
+    }
+    return s;
+  }
+
+ private:
+  static void add_gap(const GpuActivity& prev, const GpuActivity& next, int64_t lo, int64_t hi, int64_t kernel_wait_ns,
+                      IdleSplit& s) {
+    int64_t gs = std::max(prev.end_ns, lo), ge = std::min(next.start_ns, hi);
+    if (ge <= gs) return;
+    double gap = double(ge - gs);
+    if (next.api_end_ns && next.api_end_ns > gs) {  // host wait is tested first, as HTA does
+      double host = std::min<double>(double(next.api_end_ns - gs), gap);
+      s.host_wait_ns += host;
+      s.other_ns += gap - host;
+    } else if (next.start_ns - prev.end_ns < kernel_wait_ns) {
+      s.kernel_wait_ns += gap;
+    } else {
+      s.other_ns += gap;
+    }
+  }
+  struct Stream {
+    const std::vector<const GpuActivity*>* acts;  // by start
+    std::vector<int64_t> lowest_prev_end;
+  };
+  std::vector<Stream> streams_;
+};
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -75,114 +148,146 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, i ? i - 1 : 0)];
 }
 
-}  // namespace
+// A string id as an index into dense per-id arrays (kNone: the last one).
+size_t dense(uint32_t id, size_t ids) { return std::min<size_t>(id, ids); }
 
-IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kernel_wait_ns) {
-  IdleSplit s;
-  for (const auto& [key, acts] : g.by_stream) {
-    for (size_t i = 1; i < acts.size(); ++i) {
-      const GpuActivity& prev = *acts[i - 1];
-      const GpuActivity& next = *acts[i];
-      int64_t gs = std::max(prev.end_ns, lo), ge = std::min(next.start_ns, hi);
-      if (ge <= gs) continue;
-      double gap = double(ge - gs);
-      if (next.api_end_ns && next.api_end_ns > gs) {  // host wait is tested first, as HTA does
-        double host = std::min<double>(double(next.api_end_ns - gs), gap);
-        s.host_wait_ns += host;
-        s.other_ns += gap - host;
-      } else if (next.start_ns - prev.end_ns < kernel_wait_ns) {
-        s.kernel_wait_ns += gap;
-      } else {
-        s.other_ns += gap;
-      }
+struct KernelPart {  // one kernel name on one rank
+  uint32_t name;
+  const char* type;
+  uint64_t count = 0;
+  double ns = 0;
+};
+
+struct StepIdle {
+  bool present = false;  // the step launched GPU work and has a length
+  double idle_share = 0, host_wait_share = 0;
+};
+
+// What one rank contributes: its own breakdown, and its part of the run's totals.
+struct RankPart {
+  bool has_gpu = false;
+  RankBreakdown rb;
+  std::vector<std::pair<uint32_t, TypeTotals>> by_section;  // by section id
+  std::vector<KernelPart> kernels;                          // by name id
+  std::vector<StepIdle> steps;
+};
+
+void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOptions& opt, RankPart& part) {
+  const size_t ids = model.strings.size();
+  // Dense per-id sums, kept per thread; only the ids this rank touched are read back and reset.
+  thread_local std::vector<TypeTotals> sections;
+  thread_local std::vector<KernelPart> kernels;
+  thread_local std::vector<uint32_t> touched_sections, touched_kernels;
+  sections.assign(ids + 1, TypeTotals{});
+  kernels.assign(ids + 1, KernelPart{});
+  touched_sections.clear();
+  touched_kernels.clear();
+  RankBreakdown& rb = part.rb;
+  std::vector<double> delays, runtimes;
+  for (const GpuActivity* a : g.by_launch) {
+    const double dur = double(a->end_ns - a->start_ns);
+    const char* type = type_of(*a);
+    const int kind = is_compute(*a) ? 0 : a->nccl ? 1 : 2;
+    TypeTotals& sec = sections[dense(a->section, ids)];
+    if (!(sec.comp + sec.comm + sec.mem)) touched_sections.push_back(a->section);
+    double* ns[] = {&rb.types.comp_ns, &rb.types.comm_ns, &rb.types.mem_ns};
+    uint64_t* counts[] = {&rb.types.comp, &rb.types.comm, &rb.types.mem};
+    double* sec_ns[] = {&sec.comp_ns, &sec.comm_ns, &sec.mem_ns};
+    uint64_t* sec_counts[] = {&sec.comp, &sec.comm, &sec.mem};
+    *ns[kind] += dur;
+    ++*counts[kind];
+    *sec_ns[kind] += dur;
+    ++*sec_counts[kind];
+    KernelPart& k = kernels[dense(a->name, ids)];
+    if (!k.count) touched_kernels.push_back(a->name);
+    k.name = a->name;
+    k.type = type;
+    ++k.count;
+    k.ns += dur;
+    if (a->api_end_ns) {
+      ++rb.launch.with_launch;
+      double delay = double(a->start_ns - a->api_end_ns);
+      double runtime = double(a->api_end_ns - a->api_start_ns);
+      delays.push_back(delay);
+      runtimes.push_back(runtime);
+      rb.launch.short_kernels += dur < runtime;
+      rb.launch.delay_outliers += delay > opt.launch_delay_cutoff_ns;
+      rb.launch.runtime_outliers += runtime > opt.runtime_cutoff_ns;
     }
   }
-  return s;
+  for (uint32_t id : touched_sections) part.by_section.emplace_back(id, sections[dense(id, ids)]);
+  for (uint32_t id : touched_kernels) part.kernels.push_back(kernels[dense(id, ids)]);
+  rb.launch.median_delay_ns = median(delays);
+  rb.launch.p95_delay_ns = percentile(delays, 0.95);
+  rb.launch.median_runtime_ns = median(runtimes);
 }
 
-BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt) {
-  BreakdownReport rep;
-  rep.options = opt;
-  std::vector<GpuTimeline> gpu;
-  bool any = false;
-  for (const RankData& r : model.ranks) {
-    gpu.push_back(index_gpu(r));
-    any |= !gpu.back().empty();
+std::vector<StepIdle> step_idle(const GpuTimeline& g, const Covers& covers, const IdleIndex& idle,
+                                const std::vector<Step>& steps, int nsteps, const BreakdownOptions& opt) {
+  std::vector<StepIdle> out(nsteps);
+  for (int k = 0; k < nsteps; ++k) {
+    const Step& st = steps[k];
+    const double len = double(st.end_ns - st.start_ns);
+    auto [first, last] = g.launched_in(st);
+    if (len <= 0 || first == last) continue;
+    const Temporal t = temporal_in(covers, st.start_ns, st.end_ns);
+    out[k] = {true, t.idle_ns / len, idle.split(st.start_ns, st.end_ns, opt.kernel_wait_ns).host_wait_ns / len};
   }
-  if (!any) {
-    rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
-    return rep;
-  }
+  return out;
+}
 
-  struct KAcc {
-    std::string type;
-    uint64_t count = 0;
-    std::map<size_t, double> per_rank;
-  };
-  std::map<std::string, KAcc> kernels;
-  TypeTotals all_types;
-  for (size_t r = 0; r < model.ranks.size(); ++r) {
-    const GpuTimeline& g = gpu[r];
-    RankBreakdown rb;
-    rb.rank = model.ranks[r].rank;
-    rb.host = model.ranks[r].host;
-    std::vector<double> delays, runtimes;
-    for (const Interval& span : g.sampled) {
-      Unions u = unions(g, span.start, span.end);
-      rb.temporal += temporal_of(u, span.end - span.start);
-      rb.idle += split_idle(g, span.start, span.end, opt.kernel_wait_ns);
-    }
-    {
-      Unions u = unions(g, INT64_MIN, INT64_MAX);
-      double comm = double(length(u.comm));
-      if (comm > 0) rb.overlap = double(length(intersect(u.comm, u.comp))) / comm;
-    }
-    for (const GpuActivity* a : g.by_launch) {
-      double dur = double(a->end_ns - a->start_ns);
-      std::string type = type_of(*a);
-      if (type == "COMP") { rb.types.comp_ns += dur; ++rb.types.comp; }
-      else if (type == "COMM") { rb.types.comm_ns += dur; ++rb.types.comm; }
-      else { rb.types.mem_ns += dur; ++rb.types.mem; }
-      TypeTotals& sec = rep.by_section[a->section == StringTable::kNone ? "(no section)" : model.strings.at(a->section)];
-      TypeTotals one;
-      (type == "COMP" ? one.comp_ns : type == "COMM" ? one.comm_ns : one.mem_ns) = dur;
-      (type == "COMP" ? one.comp : type == "COMM" ? one.comm : one.mem) = 1;
-      sec += one;
-      KAcc& k = kernels[model.strings.at(a->name)];
-      k.type = type;
-      ++k.count;
-      k.per_rank[r] += dur;
-      if (a->api_end_ns) {
-        ++rb.launch.with_launch;
-        double delay = double(a->start_ns - a->api_end_ns);
-        double runtime = double(a->api_end_ns - a->api_start_ns);
-        delays.push_back(delay);
-        runtimes.push_back(runtime);
-        rb.launch.short_kernels += dur < runtime;
-        rb.launch.delay_outliers += delay > opt.launch_delay_cutoff_ns;
-        rb.launch.runtime_outliers += runtime > opt.runtime_cutoff_ns;
-      }
-    }
-    rb.launch.median_delay_ns = median(delays);
-    rb.launch.p95_delay_ns = percentile(delays, 0.95);
-    rb.launch.median_runtime_ns = median(runtimes);
-    all_types += rb.types;
-    rep.ranks.push_back(rb);
+RankPart analyze_rank(const RunModel& model, size_t r, const StepSet& steps, int nsteps, const BreakdownOptions& opt) {
+  RankPart part;
+  const GpuTimeline g = index_gpu(model.ranks[r]);
+  part.has_gpu = !g.empty();
+  part.rb.rank = model.ranks[r].rank;
+  part.rb.host = model.ranks[r].host;
+  const Covers covers = covers_of(g);
+  const IdleIndex idle(g);
+  for (const Interval& span : g.sampled) {
+    part.rb.temporal += temporal_in(covers, span.start, span.end);
+    part.rb.idle += idle.split(span.start, span.end, opt.kernel_wait_ns);
   }
+  const double comm = double(length(covers.comm.intervals()));
+  if (comm > 0) part.rb.overlap = double(length(intersect(covers.comm.intervals(), covers.compute.intervals()))) / comm;
+  count_types(model, g, opt, part);
+  if (nsteps > 0) part.steps = step_idle(g, covers, idle, steps.per_rank[r], nsteps, opt);
+  return part;
+}
 
+std::vector<HostBreakdown> host_totals(const std::vector<RankBreakdown>& ranks) {
   std::map<std::string, HostBreakdown> hosts;
-  for (const RankBreakdown& rb : rep.ranks) {
+  for (const RankBreakdown& rb : ranks) {
     HostBreakdown& h = hosts[rb.host];
     h.host = rb.host;
     ++h.ranks;
     h.temporal += rb.temporal;
     h.idle += rb.idle;
   }
-  for (auto& [n, h] : hosts) rep.hosts.push_back(h);
+  std::vector<HostBreakdown> out;
+  for (auto& [n, h] : hosts) out.push_back(h);
+  return out;
+}
 
-  for (auto& [name, k] : kernels) {
+// The run's kernels by name, each with its total per rank (ranks in order).
+struct KernelTotal {
+  const char* type = nullptr;
+  uint64_t count = 0;
+  std::vector<std::pair<size_t, double>> per_rank;
+};
+
+std::vector<TopKernel> top_kernels(const RunModel& model, const std::vector<KernelTotal>& kernels,
+                                   const TypeTotals& all_types, size_t keep) {
+  std::vector<uint32_t> ids;  // by name, as the report has always listed ties
+  for (uint32_t id = 0; id < kernels.size(); ++id)
+    if (kernels[id].count) ids.push_back(id);
+  auto name_of = [&](uint32_t id) -> const std::string& { return model.strings.at(id); };
+  std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return name_of(a) < name_of(b); });
+  std::vector<TopKernel> top;
+  for (uint32_t id : ids) {
+    const KernelTotal& k = kernels[id];
     TopKernel t;
-    t.name = name;
+    t.name = name_of(id);
     t.type = k.type;
     t.count = k.count;
     for (auto& [r, ns] : k.per_rank) {
@@ -192,33 +297,73 @@ BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, c
     }
     double type_total = t.type == "COMP" ? all_types.comp_ns : t.type == "COMM" ? all_types.comm_ns : all_types.mem_ns;
     t.share_of_type = type_total > 0 ? t.total_ns / type_total : 0;
-    rep.top.push_back(t);
+    top.push_back(t);
   }
-  std::sort(rep.top.begin(), rep.top.end(), [](const TopKernel& a, const TopKernel& b) { return a.total_ns > b.total_ns; });
-  if (rep.top.size() > opt.top_kernels) rep.top.resize(opt.top_kernels);
+  std::sort(top.begin(), top.end(), [](const TopKernel& a, const TopKernel& b) { return a.total_ns > b.total_ns; });
+  if (top.size() > keep) top.resize(keep);
+  return top;
+}
 
-  for (int k = 0; k < steps.count(); ++k) {
+std::vector<StepBreakdown> step_totals(const RunModel& model, const StepSet& steps, int nsteps,
+                                       const std::vector<RankPart>& parts) {
+  std::vector<StepBreakdown> out;
+  for (int k = 0; k < nsteps; ++k) {
     StepBreakdown sb;
     sb.step = steps.per_rank.empty() || steps.per_rank[0].size() <= size_t(k) ? k : steps.per_rank[0][k].index;
     std::vector<double> idle, host_wait;
-    for (size_t r = 0; r < model.ranks.size(); ++r) {
-      const Step& st = steps.per_rank[r][k];
-      double len = double(st.end_ns - st.start_ns);
-      if (len <= 0 || gpu[r].in_step(st).empty()) continue;
-      Temporal t = temporal_of(unions(gpu[r], st.start_ns, st.end_ns), st.end_ns - st.start_ns);
-      double share = t.idle_ns / len;
-      idle.push_back(share);
-      host_wait.push_back(split_idle(gpu[r], st.start_ns, st.end_ns, opt.kernel_wait_ns).host_wait_ns / len);
-      if (sb.max_idle_rank < 0 || share > sb.max_idle_share) {
+    for (size_t r = 0; r < parts.size(); ++r) {
+      const StepIdle& s = parts[r].steps[k];
+      if (!s.present) continue;
+      idle.push_back(s.idle_share);
+      host_wait.push_back(s.host_wait_share);
+      if (sb.max_idle_rank < 0 || s.idle_share > sb.max_idle_share) {
         sb.max_idle_rank = model.ranks[r].rank;
-        sb.max_idle_share = share;
+        sb.max_idle_share = s.idle_share;
       }
     }
     if (idle.empty()) continue;
-    sb.median_idle_share = median(idle);
-    sb.median_host_wait_share = median(host_wait);
-    rep.steps.push_back(sb);
+    sb.median_idle_share = median(std::move(idle));
+    sb.median_host_wait_share = median(std::move(host_wait));
+    out.push_back(sb);
   }
+  return out;
+}
+
+}  // namespace
+
+IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kernel_wait_ns) {
+  return IdleIndex(g).split(lo, hi, kernel_wait_ns);
+}
+
+BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt) {
+  BreakdownReport rep;
+  rep.options = opt;
+  const int nsteps = steps.per_rank.size() == model.ranks.size() ? steps.count() : 0;
+  std::vector<RankPart> parts(model.ranks.size());
+  parallel_for(parts.size(), [&](size_t r) { parts[r] = analyze_rank(model, r, steps, nsteps, opt); });
+  if (std::none_of(parts.begin(), parts.end(), [](const RankPart& p) { return p.has_gpu; })) {
+    rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
+    return rep;
+  }
+  // The run's totals, rank by rank in order (sums of whole nanoseconds: exact in any order).
+  TypeTotals all_types;
+  std::vector<KernelTotal> kernels(model.strings.size() + 1);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    RankPart& p = parts[r];
+    all_types += p.rb.types;
+    for (const auto& [id, totals] : p.by_section)
+      rep.by_section[id == StringTable::kNone ? "(no section)" : model.strings.at(id)] += totals;
+    for (const KernelPart& k : p.kernels) {
+      KernelTotal& t = kernels[dense(k.name, model.strings.size())];
+      t.type = k.type;
+      t.count += k.count;
+      t.per_rank.emplace_back(r, k.ns);
+    }
+    rep.ranks.push_back(std::move(p.rb));
+  }
+  rep.hosts = host_totals(rep.ranks);
+  rep.top = top_kernels(model, kernels, all_types, opt.top_kernels);
+  rep.steps = step_totals(model, steps, nsteps, parts);
   rep.available = true;
   return rep;
 }

@@ -43,6 +43,10 @@ struct CommRankStats {
   double blame_ns = 0;        // time it made others wait
   double waited_ns = 0;       // time it waited for others
   double kernel_ns = 0;       // GPU time of its collective kernels
+  // How much later than the median rank it arrived, median over the collectives in which it
+  // arrived last: the time a collective lost to it, whatever the rank count (blame_ns sums
+  // every waiting rank's time and grows with it).
+  double lateness_ns = 0;
   // Its GPU clock against the reference rank's (clock_offsets.h): subtracted from its GPU times.
   double clock_offset_ns = 0;    // at the clock reference time
   double clock_drift_ppm = 0;

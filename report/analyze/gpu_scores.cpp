@@ -28,7 +28,18 @@ struct KernelAcc {
   std::vector<std::pair<double, double>> medians;  // (window median, executions it stands for)
   double total_ns = 0;
   uint64_t count = 0;
-  double median() const { return weighted_median(medians); }
+  // Read many times once gathering is done (references, scores): computed once.
+  double median() const {
+    if (!median_known) {
+      median_value = weighted_median(medians);
+      median_known = true;
+    }
+    return median_value;
+  }
+
+ private:
+  mutable double median_value = 0;
+  mutable bool median_known = false;
 };
 using KernelMap = std::map<KernelKey, KernelAcc>;
 
@@ -114,183 +125,229 @@ std::string demangle(const std::string& name) {
   return r;
 }
 
-GpuScoreReport compute_gpu_scores(const RunModel& model, ScoreReport& rep, size_t top_n) {
-  GpuScoreReport out;
-  const int nwin = std::max<int>(1, static_cast<int>(rep.windows.size()));
-  const double window_ns = rep.window_s > 0 ? rep.window_s * 1e9 : 1e10;
-  auto report_window = [&](const CaptureWindow& w) {
-    double mid = (double(w.start_ns) + double(w.end_ns)) / 2;
-    int k = static_cast<int>(std::floor((mid - double(rep.start_ns)) / window_ns));
-    return std::clamp(k, 0, nwin - 1);
-  };
+namespace {
 
-  // Gather: per rank, per scope, whole run and per report window.
-  std::vector<RankAcc> acc(model.ranks.size());
-  std::map<std::string, std::map<std::string, GpuTopKernel>> top;
-  std::map<std::string, std::map<std::string, std::set<int>>> top_ranks;
-  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
-    const RankData& r = model.ranks[ri];
+// A kernel's run-wide totals per section, and the ranks that ran it.
+struct TopAcc {
+  GpuTopKernel kernel;
+  size_t last_rank = SIZE_MAX;  // rank index that counted last (ranks come in order)
+};
+using TopMap = std::map<std::string, std::map<std::string, TopAcc>>;
+
+// What the steps of compute_gpu_scores pass on to each other.
+struct GpuWork {
+  const RunModel& model;
+  ScoreReport& rep;
+  GpuScoreReport& out;
+  int nwin = 1;
+  double window_ns = 1e10;
+  std::vector<RankAcc> acc;                              // per rank index
+  TopMap top;
+  std::vector<std::map<int, GpuWindowRank>> per_window;  // per rank index
+  // Where each rank's scores sit in out.windows: (window, index in it), by window.
+  std::vector<std::vector<std::pair<int, size_t>>> rank_windows;
+};
+
+int report_window(const GpuWork& w, const CaptureWindow& cw) {
+  double mid = (double(cw.start_ns) + double(cw.end_ns)) / 2;
+  int k = static_cast<int>(std::floor((mid - double(w.rep.start_ns)) / w.window_ns));
+  return std::clamp(k, 0, w.nwin - 1);
+}
+
+// Counts and times of one kernel statistic on the rank; compute kernels go into the scopes.
+void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu& g) {
+  const std::string& section = s.section == StringTable::kNone ? kNoSection : w.model.strings.at(s.section);
+  const std::string& name = w.model.strings.at(s.name);
+  g.has_data = true;
+  g.records += s.count;
+  TopAcc& t = w.top[section][name];
+  t.kernel.name = name;
+  t.kernel.count += s.count;
+  t.kernel.total_ns += s.total_ns;
+  t.kernel.nccl = s.nccl;
+  t.kernel.kind = s.kind;
+  if (t.last_rank != ri) {
+    t.last_rank = ri;
+    ++t.kernel.ranks;
+  }
+  if (s.graph) g.graph_count += s.count;
+  if (s.kind == GpuKind::memcpy) {
+    g.memcpy_count += s.count;
+    g.memcpy_ns += s.total_ns;
+    return;
+  }
+  if (s.kind == GpuKind::memset) {
+    g.memset_count += s.count;
+    g.memset_ns += s.total_ns;
+    return;
+  }
+  if (s.nccl) {
+    g.nccl_count += s.count;
+    g.nccl_ns += s.total_ns;
+    return;
+  }
+  g.kernel_count += s.count;
+  g.kernel_ns += s.total_ns;
+  RankAcc& acc = w.acc[ri];
+  add(acc.all.whole, s);
+  add(acc.all.by_window[k], s);
+  Scoped& sec = acc.sections[section];
+  add(sec.whole, s);
+  add(sec.by_window[k], s);
+}
+
+// Per rank, per scope, whole run and per report window.
+void gather(GpuWork& w) {
+  w.acc.resize(w.model.ranks.size());
+  for (size_t ri = 0; ri < w.model.ranks.size(); ++ri) {
+    const RankData& r = w.model.ranks[ri];
     RankGpu g;
     g.rank = r.rank;
     g.host = r.host;
     g.cupti_status = r.cupti_status;
-    for (const CaptureWindow& w : r.windows) {
-      if (!w.kernel_stats.empty() || w.gpu_sampled) ++g.windows;
-      if (w.gpu_sampled) ++g.sampled_windows;
-      int k = report_window(w);
-      for (const KernelWindowStats& s : w.kernel_stats) {
-        g.has_data = true;
-        g.records += s.count;
-        const std::string& section = s.section == StringTable::kNone ? kNoSection : model.strings.at(s.section);
-        const std::string& name = model.strings.at(s.name);
-        GpuTopKernel& t = top[section][name];
-        t.name = name;
-        t.count += s.count;
-        t.total_ns += s.total_ns;
-        t.nccl = s.nccl;
-        t.kind = s.kind;
-        top_ranks[section][name].insert(r.rank);
-        if (s.graph) g.graph_count += s.count;
-        if (s.kind == GpuKind::memcpy) {
-          g.memcpy_count += s.count;
-          g.memcpy_ns += s.total_ns;
-          continue;
-        }
-        if (s.kind == GpuKind::memset) {
-          g.memset_count += s.count;
-          g.memset_ns += s.total_ns;
-          continue;
-        }
-        if (s.nccl) {
-          g.nccl_count += s.count;
-          g.nccl_ns += s.total_ns;
-          continue;
-        }
-        g.kernel_count += s.count;
-        g.kernel_ns += s.total_ns;
-        add(acc[ri].all.whole, s);
-        add(acc[ri].all.by_window[k], s);
-        Scoped& sec = acc[ri].sections[section];
-        add(sec.whole, s);
-        add(sec.by_window[k], s);
-      }
+    for (const CaptureWindow& cw : r.windows) {
+      if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
+      if (cw.gpu_sampled) ++g.sampled_windows;
+      const int k = report_window(w, cw);
+      for (const KernelWindowStats& s : cw.kernel_stats) add_stats(w, ri, k, s, g);
     }
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
     g.unmatched = counter(r.dropped, "unmatched_correlation");
     g.buffer_full = counter(r.dropped, "gpu_buffer_full");
     g.completeness = g.records + g.lost ? double(g.records) / double(g.records + g.lost) : 1.0;
-    out.any |= g.has_data;
-    out.ranks.push_back(std::move(g));
+    w.out.any |= g.has_data;
+    w.out.ranks.push_back(std::move(g));
   }
-  out.windows.resize(nwin);
+  w.out.windows.resize(w.nwin);
+}
 
-  // Scores for one scope: `pick` selects the scope's Scoped of a rank (null: rank lacks it).
-  auto score_scope = [&](auto pick, auto store_whole, auto store_window) {
-    std::vector<const KernelMap*> whole_maps;
-    for (size_t ri = 0; ri < acc.size(); ++ri)
-      if (const Scoped* s = pick(ri); s && !s->whole.empty()) whole_maps.push_back(&s->whole);
-    Reference whole_ref = common_minimum(whole_maps);
-    std::map<int, Reference> window_ref;
-    for (int k = 0; k < nwin; ++k) {
-      std::vector<const KernelMap*> maps;
-      for (size_t ri = 0; ri < acc.size(); ++ri)
-        if (const Scoped* s = pick(ri))
-          if (auto it = s->by_window.find(k); it != s->by_window.end() && !it->second.empty())
-            maps.push_back(&it->second);
-      window_ref[k] = common_minimum(maps);
-    }
-    for (size_t ri = 0; ri < acc.size(); ++ri) {
-      const Scoped* s = pick(ri);
-      if (!s || s->whole.empty()) continue;
-      GpuScore whole;
-      whole.kernels = count_of(s->whole);
-      whole.kernel_ns = time_of(s->whole);
-      whole.relative = weighted_score(s->whole, whole_ref);
-      Reference best_so_far;  // NVRx's rank historical minimum, updated before scoring
-      for (const auto& [k, m] : s->by_window) {
-        for (const auto& [key, a] : m) {
-          double med = a.median();
-          auto it = best_so_far.find(key);
-          if (it == best_so_far.end() || med < it->second) best_so_far[key] = med;
-        }
-        GpuScore ws;
-        ws.kernels = count_of(m);
-        ws.kernel_ns = time_of(m);
-        ws.relative = weighted_score(m, window_ref[k]);
-        ws.individual = weighted_score(m, best_so_far);
-        if (ws.individual) whole.individual = std::min(whole.individual.value_or(1.0), *ws.individual);
-        store_window(ri, k, ws);
+// Scores for one scope: `pick` selects the scope's Scoped of a rank (null: rank lacks it).
+template <class Pick, class StoreWhole, class StoreWindow>
+void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindow store_window) {
+  std::vector<const KernelMap*> whole_maps;
+  for (size_t ri = 0; ri < w.acc.size(); ++ri)
+    if (const Scoped* s = pick(ri); s && !s->whole.empty()) whole_maps.push_back(&s->whole);
+  Reference whole_ref = common_minimum(whole_maps);
+  // Each rank's windows once (not every window of every rank): ranks stay in order per window.
+  std::vector<std::vector<const KernelMap*>> window_maps(w.nwin);
+  for (size_t ri = 0; ri < w.acc.size(); ++ri)
+    if (const Scoped* s = pick(ri))
+      for (const auto& [k, m] : s->by_window)
+        if (!m.empty()) window_maps[k].push_back(&m);
+  std::vector<Reference> window_ref(w.nwin);
+  for (int k = 0; k < w.nwin; ++k) window_ref[k] = common_minimum(window_maps[k]);
+  for (size_t ri = 0; ri < w.acc.size(); ++ri) {
+    const Scoped* s = pick(ri);
+    if (!s || s->whole.empty()) continue;
+    GpuScore whole;
+    whole.kernels = count_of(s->whole);
+    whole.kernel_ns = time_of(s->whole);
+    whole.relative = weighted_score(s->whole, whole_ref);
+    Reference best_so_far;  // NVRx's rank historical minimum, updated before scoring
+    for (const auto& [k, m] : s->by_window) {
+      for (const auto& [key, a] : m) {
+        double med = a.median();
+        auto it = best_so_far.find(key);
+        if (it == best_so_far.end() || med < it->second) best_so_far[key] = med;
       }
-      store_whole(ri, whole);
+      GpuScore ws;
+      ws.kernels = count_of(m);
+      ws.kernel_ns = time_of(m);
+      ws.relative = weighted_score(m, window_ref[k]);
+      ws.individual = weighted_score(m, best_so_far);
+      if (ws.individual) whole.individual = std::min(whole.individual.value_or(1.0), *ws.individual);
+      store_window(ri, k, ws);
     }
-  };
+    store_whole(ri, whole);
+  }
+}
 
-  std::vector<std::map<int, GpuWindowRank>> per_window(acc.size());
-  score_scope([&](size_t ri) -> const Scoped* { return &acc[ri].all; },
-              [&](size_t ri, const GpuScore& s) { out.ranks[ri].score = s; },
-              [&](size_t ri, int k, const GpuScore& s) { per_window[ri][k].score = s; });
+// Every rank's scores: all compute kernels, then each section's.
+void score_all(GpuWork& w) {
+  w.per_window.resize(w.acc.size());
+  score_scope(
+      w, [&](size_t ri) -> const Scoped* { return &w.acc[ri].all; },
+      [&](size_t ri, const GpuScore& s) { w.out.ranks[ri].score = s; },
+      [&](size_t ri, int k, const GpuScore& s) { w.per_window[ri][k].score = s; });
   std::set<std::string> sections;
-  for (const RankAcc& a : acc)
+  for (const RankAcc& a : w.acc)
     for (const auto& [name, s] : a.sections) sections.insert(name);
   for (const std::string& name : sections) {
     score_scope(
+        w,
         [&](size_t ri) -> const Scoped* {
-          auto it = acc[ri].sections.find(name);
-          return it == acc[ri].sections.end() ? nullptr : &it->second;
+          auto it = w.acc[ri].sections.find(name);
+          return it == w.acc[ri].sections.end() ? nullptr : &it->second;
         },
-        [&](size_t ri, const GpuScore& s) { out.ranks[ri].sections[name] = s; },
-        [&](size_t ri, int k, const GpuScore& s) { per_window[ri][k].sections[name] = s; });
+        [&](size_t ri, const GpuScore& s) { w.out.ranks[ri].sections[name] = s; },
+        [&](size_t ri, int k, const GpuScore& s) { w.per_window[ri][k].sections[name] = s; });
   }
-  for (size_t ri = 0; ri < acc.size(); ++ri)
-    for (auto& [k, wr] : per_window[ri]) {
-      wr.rank = out.ranks[ri].rank;
-      out.windows[k].push_back(std::move(wr));
+  w.rank_windows.resize(w.acc.size());
+  for (size_t ri = 0; ri < w.acc.size(); ++ri)
+    for (auto& [k, wr] : w.per_window[ri]) {
+      wr.rank = w.out.ranks[ri].rank;
+      w.rank_windows[ri].emplace_back(k, w.out.windows[k].size());
+      w.out.windows[k].push_back(std::move(wr));
     }
+}
 
-  // Stragglers, as for sections: the whole-run score decides, the windows say when.
-  auto window_score = [&](int k, int rank, const std::string& section, bool relative) -> std::optional<double> {
-    for (const GpuWindowRank& wr : out.windows[k]) {
-      if (wr.rank != rank) continue;
-      const GpuScore* s = &wr.score;
-      if (!section.empty()) {
-        auto it = wr.sections.find(section);
-        if (it == wr.sections.end()) return std::nullopt;
-        s = &it->second;
-      }
-      return relative ? s->relative : s->individual;
-    }
-    return std::nullopt;
-  };
-  auto flag = [&](const RankGpu& g, const std::string& section, const GpuScore& s) {
+std::optional<double> window_score(const GpuWork& w, std::pair<int, size_t> at, const std::string& section,
+                                   bool relative) {
+  const GpuWindowRank& wr = w.out.windows[at.first][at.second];
+  const GpuScore* s = &wr.score;
+  if (!section.empty()) {
+    auto it = wr.sections.find(section);
+    if (it == wr.sections.end()) return std::nullopt;
+    s = &it->second;
+  }
+  return relative ? s->relative : s->individual;
+}
+
+// Stragglers, as for sections: the whole-run score decides, the windows say when.
+void flag_stragglers(GpuWork& w) {
+  auto flag = [&](size_t ri, const std::string& section, const GpuScore& s) {
+    const RankGpu& g = w.out.ranks[ri];
     auto one = [&](const char* metric, std::optional<double> score, double thr, bool relative) {
       if (!score || *score >= thr) return;
       Straggler st{g.rank, g.host, "gpu", section, metric, *score, thr, {}};
-      for (int k = 0; k < nwin; ++k)
-        if (auto ws = window_score(k, g.rank, section, relative); ws && *ws < thr) st.windows.push_back(k);
-      rep.stragglers.push_back(std::move(st));
+      for (auto at : w.rank_windows[ri])
+        if (auto ws = window_score(w, at, section, relative); ws && *ws < thr) st.windows.push_back(at.first);
+      w.rep.stragglers.push_back(std::move(st));
     };
-    one("relative", s.relative, rep.options.relative_threshold, true);
-    one("individual", s.individual, rep.options.individual_threshold, false);
+    one("relative", s.relative, w.rep.options.relative_threshold, true);
+    one("individual", s.individual, w.rep.options.individual_threshold, false);
   };
-  for (const RankGpu& g : out.ranks) {
-    flag(g, "", g.score);
-    for (const auto& [name, s] : g.sections) flag(g, name, s);
+  for (size_t ri = 0; ri < w.out.ranks.size(); ++ri) {
+    flag(ri, "", w.out.ranks[ri].score);
+    for (const auto& [name, s] : w.out.ranks[ri].sections) flag(ri, name, s);
   }
-  std::stable_sort(rep.stragglers.begin(), rep.stragglers.end(),
+  std::stable_sort(w.rep.stragglers.begin(), w.rep.stragglers.end(),
                    [](const Straggler& a, const Straggler& b) { return a.score < b.score; });
+}
 
-  for (auto& [section, kernels] : top) {
+void list_top_kernels(GpuWork& w, size_t top_n) {
+  for (auto& [section, kernels] : w.top) {
     std::vector<GpuTopKernel> list;
-    for (auto& [name, t] : kernels) {
-      t.ranks = static_cast<int>(top_ranks[section][name].size());
-      list.push_back(t);
-    }
+    for (auto& [name, t] : kernels) list.push_back(t.kernel);
     std::sort(list.begin(), list.end(), [](const GpuTopKernel& a, const GpuTopKernel& b) {
       return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
     });
     if (list.size() > top_n) list.resize(top_n);
-    out.top_kernels[section] = std::move(list);
+    w.out.top_kernels[section] = std::move(list);
   }
+}
+
+}  // namespace
+
+GpuScoreReport compute_gpu_scores(const RunModel& model, ScoreReport& rep, size_t top_n) {
+  GpuScoreReport out;
+  GpuWork w{model, rep, out};
+  w.nwin = std::max<int>(1, static_cast<int>(rep.windows.size()));
+  w.window_ns = rep.window_s > 0 ? rep.window_s * 1e9 : 1e10;
+  gather(w);
+  score_all(w);
+  flag_stragglers(w);
+  list_top_kernels(w, top_n);
   return out;
 }
 

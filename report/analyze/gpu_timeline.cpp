@@ -24,12 +24,32 @@ GpuTimeline index_gpu(const RankData& rank) {
   return g;
 }
 
-std::vector<const GpuActivity*> GpuTimeline::in_step(const Step& step) const {
+std::pair<size_t, size_t> GpuTimeline::launched_in(const Step& step) const {
   auto lo = std::lower_bound(by_launch.begin(), by_launch.end(), step.start_ns,
                              [](const GpuActivity* a, int64_t t) { return launch_time(*a) < t; });
   auto hi = std::lower_bound(lo, by_launch.end(), step.end_ns,
                              [](const GpuActivity* a, int64_t t) { return launch_time(*a) < t; });
-  return {lo, hi};
+  return {size_t(lo - by_launch.begin()), size_t(hi - by_launch.begin())};
+}
+
+std::vector<const GpuActivity*> GpuTimeline::in_step(const Step& step) const {
+  auto [lo, hi] = launched_in(step);
+  return {by_launch.begin() + lo, by_launch.begin() + hi};
+}
+
+std::vector<const GpuActivity*> GpuTimeline::previous_by_launch() const {
+  // (activity, its predecessor on the stream), looked up by address.
+  std::vector<std::pair<const GpuActivity*, const GpuActivity*>> prev;
+  prev.reserve(by_launch.size());
+  for (const auto& [key, v] : by_stream)
+    for (size_t i = 0; i < v.size(); ++i) prev.emplace_back(v[i], i ? v[i - 1] : nullptr);
+  std::sort(prev.begin(), prev.end());
+  std::vector<const GpuActivity*> out(by_launch.size(), nullptr);
+  for (size_t i = 0; i < by_launch.size(); ++i) {
+    auto it = std::lower_bound(prev.begin(), prev.end(), std::make_pair(by_launch[i], (const GpuActivity*)nullptr));
+    if (it != prev.end() && it->first == by_launch[i]) out[i] = it->second;
+  }
+  return out;
 }
 
 const GpuActivity* GpuTimeline::previous_on_stream(const GpuActivity* a) const {

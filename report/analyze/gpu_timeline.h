@@ -21,6 +21,11 @@ struct GpuTimeline {
   std::vector<const GpuActivity*> in_step(const Step& step) const;
   // The activity that ran on the same stream right before `a` (nullptr if none).
   const GpuActivity* previous_on_stream(const GpuActivity* a) const;
+  // The same, as positions [first, second) in by_launch (no copy).
+  std::pair<size_t, size_t> launched_in(const Step& step) const;
+  // For every activity of by_launch, the one before it on its stream (nullptr: none), as
+  // previous_on_stream says, all at once.
+  std::vector<const GpuActivity*> previous_by_launch() const;
   bool empty() const { return by_launch.empty(); }
 };
 

@@ -4,27 +4,28 @@
 #include <cmath>
 #include <map>
 
+#include "parallel.h"
 #include "stats.h"
 
 namespace laggard::report {
 namespace {
 
-struct Key {
-  uint32_t name;
-  int occurrence;
-  bool operator<(const Key& o) const { return name != o.name ? name < o.name : occurrence < o.occurrence; }
-};
+// Flat arrays and sort-based grouping throughout (issue 14): a kernel position across ranks is a
+// slot, a dense id of (kernel name, n-th launch of that name in the step) given once per run, so
+// the per-record work is array indexing, never a tree map or an allocation.
 
+// One kernel of one rank's step, with the talk's derived quantities.
 struct Obs {
-  int pos;
+  uint32_t name;
+  int occurrence;  // n-th launch of that name in the step
+  int pos;         // launch position in the step
   double dur, gap, ttke;
-  double delay;      // < 0: unknown
+  double delay;    // < 0: unknown
   bool nccl;
   GpuKind kind;
   uint32_t section;
+  uint32_t slot = 0;  // set when the step's kernels are gathered across ranks
 };
-
-using RankStep = std::map<Key, Obs>;
 
 struct CollectiveArrival {
   double arrival = -1;       // since the previous NCCL kernel's end on this rank
@@ -32,45 +33,454 @@ struct CollectiveArrival {
   bool launched_late = false;
 };
 
+// One rank's GPU activities, indexed once for every step.
+struct RankIndex {
+  GpuTimeline timeline;
+  std::vector<const GpuActivity*> previous;  // by_launch order: the activity before it on its stream
+  std::vector<std::pair<size_t, size_t>> steps;  // per step: its launches, positions in by_launch
+  std::vector<double> final_ttke;                // per step
+  std::vector<CollectiveArrival> arrivals;       // per step
+};
+
 // The step's first NCCL kernel, seen from the rank's previous sync point.
-CollectiveArrival arrival_of(const GpuTimeline& g, const std::vector<const GpuActivity*>& nccl_by_start,
-                             const std::vector<const GpuActivity*>& in_step) {
+CollectiveArrival arrival_of(const RankIndex& x, const std::vector<const GpuActivity*>& nccl_by_start,
+                             std::pair<size_t, size_t> range) {
   CollectiveArrival out;
-  const GpuActivity* first = nullptr;
-  for (const GpuActivity* a : in_step)
-    if (a->nccl) { first = a; break; }
-  if (!first) return out;
+  size_t at = range.first;
+  while (at < range.second && !x.timeline.by_launch[at]->nccl) ++at;
+  if (at == range.second) return out;
+  const GpuActivity* first = x.timeline.by_launch[at];
   auto it = std::lower_bound(nccl_by_start.begin(), nccl_by_start.end(), first,
-                             [](const GpuActivity* x, const GpuActivity* y) { return x->start_ns < y->start_ns; });
+                             [](const GpuActivity* a, const GpuActivity* b) { return a->start_ns < b->start_ns; });
   if (it == nccl_by_start.begin()) return out;
   out.arrival = double(first->start_ns - (*(it - 1))->end_ns);
-  if (const GpuActivity* prev = g.previous_on_stream(first)) {
+  if (const GpuActivity* prev = x.previous[at]) {
     out.idle_before = std::max<double>(0, double(first->start_ns - prev->end_ns));
     out.launched_late = first->api_end_ns > prev->end_ns;
   }
   return out;
 }
 
-// One rank's kernels of one step, with the talk's derived quantities.
-RankStep observe(const GpuTimeline& g, const Step& step, double* final_ttke) {
-  RankStep out;
-  std::map<uint32_t, int> seen;
+// Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk.
+double gap_before(const GpuActivity& a, const GpuActivity* prev) {
+  return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
+}
+
+double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range) {
+  double ttke = 0;
+  for (size_t i = range.first; i < range.second; ++i) {
+    const GpuActivity& a = *x.timeline.by_launch[i];
+    if (!a.nccl) ttke += gap_before(a, x.previous[i]) + double(a.end_ns - a.start_ns);
+  }
+  return ttke;
+}
+
+RankIndex index_rank(const RankData& rank, const StepSet& steps, size_t r, int nsteps) {
+  RankIndex x;
+  x.timeline = index_gpu(rank);
+  x.previous = x.timeline.previous_by_launch();
+  x.timeline.by_stream.clear();  // `previous` holds what it was needed for
+  std::vector<const GpuActivity*> nccl_by_start;
+  for (const GpuActivity* a : x.timeline.by_launch)
+    if (a->nccl) nccl_by_start.push_back(a);
+  std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+  for (int k = 0; k < nsteps; ++k) {
+    x.steps.push_back(x.timeline.launched_in(steps.per_rank[r][k]));
+    x.final_ttke.push_back(final_ttke_of(x, x.steps.back()));
+    x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps.back()));
+  }
+  return x;
+}
+
+// One rank's kernels of one step into `out` (cleared first). seen: per name, launches so far in
+// the step (all zero on entry and on return).
+void observe(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<int>& seen, std::vector<Obs>& out) {
+  out.clear();
   double ttke = 0;
   int pos = 0;
-  for (const GpuActivity* a : g.in_step(step)) {
-    double dur = double(a->end_ns - a->start_ns);
-    double gap = 0;
-    if (!a->nccl)
-      if (const GpuActivity* prev = g.previous_on_stream(a)) gap = std::max<double>(0, double(a->start_ns - prev->end_ns));
-    if (!a->nccl) ttke += gap + dur;
-    double delay = a->api_end_ns ? double(a->start_ns - a->api_end_ns) : -1;
-    out[{a->name, seen[a->name]++}] = Obs{pos++, dur, gap, ttke, delay, a->nccl, a->kind, a->section};
+  for (size_t i = range.first; i < range.second; ++i) {
+    const GpuActivity& a = *x.timeline.by_launch[i];
+    const double dur = double(a.end_ns - a.start_ns);
+    const double gap = gap_before(a, x.previous[i]);
+    if (!a.nccl) ttke += gap + dur;
+    const double delay = a.api_end_ns ? double(a.start_ns - a.api_end_ns) : -1;
+    const size_t n = std::min<size_t>(a.name, seen.size() - 1);  // kNone: the last entry
+    out.push_back(Obs{a.name, seen[n]++, pos++, dur, gap, ttke, delay, a.nccl, a.kind, a.section});
   }
-  *final_ttke = ttke;
+  for (const Obs& o : out) seen[std::min<size_t>(o.name, seen.size() - 1)] = 0;
+}
+
+// stats.h's median of [first, last), in place (reorders the range).
+double median_in_place(double* first, double* last) {
+  const size_t n = size_t(last - first);
+  if (!n) return 0;
+  const size_t mid = n / 2;
+  std::nth_element(first, first + mid, last);
+  const double hi = first[mid];
+  if (n % 2) return hi;
+  return (*std::max_element(first, first + mid) + hi) / 2;
+}
+
+const std::string& section_name(const RunModel& m, uint32_t section) {
+  static const std::string none = "(no section)";
+  return section == StringTable::kNone ? none : m.strings.at(section);
+}
+
+// Kernel positions of the whole run: (name, occurrence) -> dense slot id, and what the run's
+// per-rank totals are kept in.
+class Slots {
+ public:
+  Slots(size_t names, size_t nranks) : by_name_(names + 1), nranks_(nranks) {}
+
+  uint32_t slot_of(uint32_t name, int occurrence) {
+    std::vector<uint32_t>& ids = by_name_[std::min<size_t>(name, by_name_.size() - 1)];
+    while (ids.size() <= size_t(occurrence)) {
+      ids.push_back(static_cast<uint32_t>(keys.size()));
+      keys.push_back({name, static_cast<int>(ids.size()) - 1});
+      acc.emplace_back(nranks_);
+    }
+    return ids[occurrence];
+  }
+  size_t size() const { return keys.size(); }
+  // Slot ids ordered by (name, occurrence): the order of the analysis' reports.
+  std::vector<uint32_t> by_key(std::vector<uint32_t> ids) const {
+    std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+      return keys[a].name != keys[b].name ? keys[a].name < keys[b].name : keys[a].occurrence < keys[b].occurrence;
+    });
+    return ids;
+  }
+
+  struct Key {
+    uint32_t name;
+    int occurrence;
+  };
+  struct Acc {  // per rank, summed over steps
+    explicit Acc(size_t nranks) : dur_sum(nranks, 0), gap_sum(nranks, 0), pos_sum(nranks, 0), n(nranks, 0) {}
+    std::vector<double> dur_sum, gap_sum, pos_sum;
+    std::vector<int> n;
+    bool nccl = false;
+    uint32_t section = StringTable::kNone;
+  };
+  std::vector<Key> keys;
+  std::vector<Acc> acc;
+
+ private:
+  std::vector<std::vector<uint32_t>> by_name_;
+  size_t nranks_;
+};
+
+// Per rank over the steps, for RankJitter.
+struct RankAcc {
+  std::vector<double> end_div, dur_excess, gap_excess, delays, step_ns, arrival_excess;
+  int worst = 0, last = 0, with_collective = 0;
+};
+
+// One step's kernels on every present rank, grouped by slot: medians across ranks per slot.
+struct StepGroups {
+  std::vector<uint32_t> slots;  // the slots seen in the step, by key
+  std::vector<uint32_t> order;  // the same by median launch position
+  std::vector<double> med_dur, med_gap, med_ttke, med_pos;  // indexed by slot id (this step's slots valid)
+  // Scratch, kept between steps so that a step allocates nothing.
+  std::vector<uint32_t> count;
+  std::vector<double> dur, gap, ttke, pos;
+};
+
+void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size_t>& present, size_t nslots,
+                const Slots& slots, StepGroups& g) {
+  g.count.assign(nslots, 0);
+  for (auto* m : {&g.med_dur, &g.med_gap, &g.med_ttke, &g.med_pos})
+    if (m->size() < nslots) m->resize(nslots, 0);
+  g.slots.clear();
+  size_t total = 0;
+  for (size_t r : present)
+    for (const Obs& o : obs[r]) {
+      if (!g.count[o.slot]++) g.slots.push_back(o.slot);
+      ++total;
+    }
+  std::vector<uint32_t> start(nslots, 0);  // counting sort by slot, slots in first-seen order
+  uint32_t at = 0;
+  for (uint32_t s : g.slots) {
+    start[s] = at;
+    at += g.count[s];
+  }
+  for (auto* v : {&g.dur, &g.gap, &g.ttke, &g.pos}) v->resize(total);
+  std::vector<uint32_t> fill = start;
+  for (size_t r : present)
+    for (const Obs& o : obs[r]) {
+      const uint32_t i = fill[o.slot]++;
+      g.dur[i] = o.dur;
+      g.gap[i] = o.gap;
+      g.ttke[i] = o.ttke;
+      g.pos[i] = o.pos;
+    }
+  for (uint32_t s : g.slots) {
+    const uint32_t lo = start[s], hi = start[s] + g.count[s];
+    g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
+    g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
+    g.med_ttke[s] = median_in_place(g.ttke.data() + lo, g.ttke.data() + hi);
+    g.med_pos[s] = median_in_place(g.pos.data() + lo, g.pos.data() + hi);
+  }
+  g.slots = slots.by_key(std::move(g.slots));
+  g.order = g.slots;
+  std::stable_sort(g.order.begin(), g.order.end(), [&](uint32_t a, uint32_t b) { return g.med_pos[a] < g.med_pos[b]; });
+}
+
+// What every step of the analysis reads and fills.
+struct JitterRun {
+  const RunModel& model;
+  const StepSet& steps;
+  const size_t nranks;
+  const int nsteps;
+  JitterReport& rep;
+  std::vector<RankIndex> ranks;
+  Slots slots;
+  std::vector<RankAcc> racc;
+  // Per step, reused: each present rank's kernels, and their grouping across ranks.
+  std::vector<std::vector<Obs>> obs;
+  StepGroups groups;
+};
+
+// The typical step (median final TTKE over the steps' cross-rank medians) sets the default threshold.
+double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
+  if (opt.divergence_ns > 0) return opt.divergence_ns;
+  std::vector<double> step_medians;
+  for (int k = 0; k < run.nsteps; ++k) {
+    std::vector<double> finals;
+    for (const RankIndex& x : run.ranks)
+      if (x.steps[k].first < x.steps[k].second) finals.push_back(x.final_ttke[k]);
+    if (!finals.empty()) step_medians.push_back(median(std::move(finals)));
+  }
+  return std::max(20'000.0, 0.05 * median(std::move(step_medians)));
+}
+
+// The present ranks' kernels of step k, with their slots.
+void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
+  parallel_for(present.size(), [&](size_t i) {
+    thread_local std::vector<int> seen;  // all zero between calls (observe resets what it used)
+    if (seen.size() != run.model.strings.size() + 1) seen.assign(run.model.strings.size() + 1, 0);
+    observe(run.ranks[present[i]], run.ranks[present[i]].steps[k], seen, run.obs[present[i]]);
+  });
+  for (size_t r : present)
+    for (Obs& o : run.obs[r]) o.slot = run.slots.slot_of(o.name, o.occurrence);
+}
+
+// Arrival at the step's first collective, compared across the ranks that have one.
+struct StepArrivals {
+  size_t with = 0;  // present ranks with a collective
+  double median_arrival = 0, median_idle_before = 0;
+  size_t last;      // the latest arrival (nranks: none)
+};
+
+StepArrivals step_arrivals(const JitterRun& run, int k, const std::vector<size_t>& present) {
+  std::vector<double> arr, idle_before;
+  StepArrivals a;
+  a.last = run.nranks;
+  for (size_t r : present) {
+    const CollectiveArrival& x = run.ranks[r].arrivals[k];
+    if (x.arrival < 0) continue;
+    arr.push_back(x.arrival);
+    idle_before.push_back(x.idle_before);
+    if (a.last == run.nranks || x.arrival > run.ranks[a.last].arrivals[k].arrival) a.last = r;
+  }
+  a.with = arr.size();
+  a.median_arrival = median(std::move(arr));
+  a.median_idle_before = median(std::move(idle_before));
+  return a;
+}
+
+// Sums per section id, few per step: a short list, turned into the report's map at the end.
+class SectionSums {
+ public:
+  void add(uint32_t section, double v) {
+    for (auto& [s, sum] : sums_)
+      if (s == section) {
+        sum += v;
+        return;
+      }
+    sums_.emplace_back(section, v);
+  }
+  void into(const RunModel& m, std::map<std::string, double>& out) const {
+    for (const auto& [s, sum] : sums_) out[section_name(m, s)] += sum;
+  }
+
+ private:
+  std::vector<std::pair<uint32_t, double>> sums_;
+};
+
+// Rank r's cell of step k: its excesses over the cross-rank medians, and the run-wide sums.
+void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArrivals& arrivals,
+               RankStepJitter& cell) {
+  RankAcc& acc = run.racc[r];
+  const StepGroups& g = run.groups;
+  acc.end_div.push_back(divergence);
+  cell.present = true;
+  cell.end_divergence_ns = divergence;
+  const CollectiveArrival& mine = run.ranks[r].arrivals[k];
+  if (mine.arrival >= 0 && arrivals.with > 1) {
+    cell.arrival_ns = mine.arrival;
+    cell.arrival_excess_ns = mine.arrival - arrivals.median_arrival;
+    cell.last_arrival = r == arrivals.last;
+    cell.precollective_idle_excess_ns = mine.idle_before - arrivals.median_idle_before;
+    cell.collective_launched_late = mine.launched_late;
+    acc.arrival_excess.push_back(cell.arrival_excess_ns);
+    ++acc.with_collective;
+    acc.last += cell.last_arrival;
+  }
+  double de = 0, ge = 0;
+  SectionSums duration_by_section, gap_by_section;
+  for (const Obs& o : run.obs[r]) {
+    // NCCL kernels last until the slowest rank arrives: their length is the victims'
+    // waiting, not this rank's work (NVRx and the talk leave them out too).
+    const double excess = o.nccl ? 0 : o.dur - g.med_dur[o.slot];
+    const double gap_excess = o.gap - g.med_gap[o.slot];
+    de += excess;
+    ge += gap_excess;
+    if (!o.nccl) gap_by_section.add(o.section, gap_excess);
+    if (o.kind != GpuKind::kernel) cell.memory_excess_ns += excess;
+    else if (!o.nccl) duration_by_section.add(o.section, excess);
+    if (o.delay >= 0) acc.delays.push_back(o.delay);
+    Slots::Acc& s = run.slots.acc[o.slot];
+    s.dur_sum[r] += o.dur;
+    s.gap_sum[r] += o.gap;
+    s.pos_sum[r] += o.pos;
+    ++s.n[r];
+    s.nccl = o.nccl;
+    s.section = o.section;
+  }
+  duration_by_section.into(run.model, cell.duration_excess_by_section);
+  gap_by_section.into(run.model, cell.gap_excess_by_section);
+  acc.dur_excess.push_back(de);
+  acc.gap_excess.push_back(ge);
+  cell.duration_excess_ns = de;
+  cell.gap_excess_ns = ge;
+}
+
+// The first kernel position (in median launch order) where the worst rank's TTKE left the pack.
+void first_divergence(const JitterRun& run, size_t worst, StepJitter& sj) {
+  const StepGroups& g = run.groups;
+  std::vector<const Obs*> at_slot(run.slots.size(), nullptr);
+  for (const Obs& o : run.obs[worst]) at_slot[o.slot] = &o;
+  for (size_t i = 0; i < g.order.size(); ++i) {
+    const Obs* o = at_slot[g.order[i]];
+    if (o && o->ttke - g.med_ttke[g.order[i]] > run.rep.divergence_threshold_ns) {
+      sj.first_diverging_slot = static_cast<int>(i);
+      sj.first_diverging_kernel = run.model.strings.at(o->name);
+      return;
+    }
+  }
+}
+
+// Step k across ranks: one row of the matrix and one StepJitter.
+void analyze_step(JitterRun& run, int k) {
+  std::vector<size_t> present;
+  std::vector<double> host_times;
+  for (size_t r = 0; r < run.nranks; ++r) {
+    const Step& st = run.steps.per_rank[r][k];
+    host_times.push_back(double(st.end_ns - st.start_ns));
+    run.racc[r].step_ns.push_back(host_times.back());
+    if (run.ranks[r].steps[k].first < run.ranks[r].steps[k].second) present.push_back(r);
+  }
+  if (present.empty()) return;
+  observe_step(run, k, present);
+  group_step(run.obs, present, run.slots.size(), run.slots, run.groups);
+  StepJitter sj;
+  sj.step = run.steps.per_rank[present[0]][k].index;
+  sj.ranks = static_cast<int>(present.size());
+  sj.step_time_spread_ns = *std::max_element(host_times.begin(), host_times.end()) -
+                           *std::min_element(host_times.begin(), host_times.end());
+  std::vector<double> fin;
+  for (size_t r : present) fin.push_back(run.ranks[r].final_ttke[k]);
+  sj.median_ttke_ns = median(std::move(fin));
+  const StepArrivals arrivals = step_arrivals(run, k, present);
+
+  std::vector<RankStepJitter> row(run.nranks);
+  size_t worst = present[0];
+  for (size_t r : present) {
+    const double div = run.ranks[r].final_ttke[k] - sj.median_ttke_ns;
+    if (div > run.ranks[worst].final_ttke[k] - sj.median_ttke_ns) worst = r;
+    fill_cell(run, k, r, div, arrivals, row[r]);
+  }
+  run.rep.matrix.push_back(std::move(row));
+  ++run.racc[worst].worst;
+  sj.worst_rank = run.model.ranks[worst].rank;
+  sj.worst_divergence_ns = run.ranks[worst].final_ttke[k] - sj.median_ttke_ns;
+  first_divergence(run, worst, sj);
+  run.rep.steps.push_back(sj);
+}
+
+RankJitter rank_summary(const JitterRun& run, size_t r) {
+  const RankData& d = run.model.ranks[r];
+  const RankAcc& acc = run.racc[r];
+  RankJitter rj;
+  rj.rank = d.rank;
+  rj.host = d.host;
+  if (!run.ranks[r].timeline.by_launch.empty()) rj.device = run.ranks[r].timeline.by_launch.front()->device;
+  rj.median_end_divergence_ns = median(acc.end_div);
+  rj.steps_worst = acc.worst;
+  rj.duration_excess_ns = median(acc.dur_excess);
+  rj.gap_excess_ns = median(acc.gap_excess);
+  rj.median_launch_delay_ns = median(acc.delays);
+  size_t near_zero = 0;
+  for (double x : acc.delays) near_zero += x < 10'000;
+  rj.near_zero_launch_delay_share = acc.delays.empty() ? 0 : double(near_zero) / acc.delays.size();
+  rj.median_step_ns = median(acc.step_ns);
+  rj.median_arrival_excess_ns = median(acc.arrival_excess);
+  rj.last_arrival_share = acc.with_collective ? double(acc.last) / acc.with_collective : 0;
+  return rj;
+}
+
+std::vector<HostJitter> host_summaries(const std::vector<RankJitter>& ranks) {
+  std::map<std::string, std::vector<const RankJitter*>> by_host;
+  for (const RankJitter& rj : ranks) by_host[rj.host].push_back(&rj);
+  std::vector<HostJitter> out;
+  for (auto& [host, rs] : by_host) {
+    HostJitter hj;
+    hj.host = host;
+    hj.ranks = static_cast<int>(rs.size());
+    std::vector<double> v;
+    const RankJitter* worst = rs[0];
+    for (const RankJitter* rj : rs) {
+      v.push_back(rj->median_end_divergence_ns);
+      if (rj->median_end_divergence_ns > worst->median_end_divergence_ns) worst = rj;
+    }
+    hj.median_end_divergence_ns = median(std::move(v));
+    hj.worst_rank = worst->rank;
+    out.push_back(hj);
+  }
   return out;
 }
 
-double median_of(const std::vector<double>& v) { return median(v); }
+// Kernel positions over the whole run: each rank's mean over steps, then across ranks.
+std::vector<KernelSlotStats> slot_summaries(const JitterRun& run) {
+  std::vector<uint32_t> ids(run.slots.size());
+  for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  std::vector<KernelSlotStats> out;
+  for (uint32_t id : run.slots.by_key(std::move(ids))) {
+    const Slots::Acc& s = run.slots.acc[id];
+    KernelSlotStats ks;
+    ks.name = run.model.strings.at(run.slots.keys[id].name);
+    ks.section = section_name(run.model, s.section);
+    ks.nccl = s.nccl;
+    std::vector<double> durs, gaps, poss;
+    for (size_t r = 0; r < run.nranks; ++r) {
+      if (!s.n[r]) continue;
+      const double d = s.dur_sum[r] / s.n[r], g = s.gap_sum[r] / s.n[r];
+      const int rank = run.model.ranks[r].rank;
+      durs.push_back(d);
+      gaps.push_back(g);
+      poss.push_back(s.pos_sum[r] / s.n[r]);
+      if (ks.min_rank < 0 || d < ks.min_duration_ns) { ks.min_rank = rank; ks.min_duration_ns = d; }
+      if (ks.max_rank < 0 || d > ks.max_duration_ns) { ks.max_rank = rank; ks.max_duration_ns = d; }
+      if (ks.max_gap_rank < 0 || g > ks.max_gap_ns) { ks.max_gap_rank = rank; ks.max_gap_ns = g; }
+    }
+    ks.median_duration_ns = median(std::move(durs));
+    ks.median_gap_ns = median(std::move(gaps));
+    ks.slot = static_cast<int>(std::lround(median(std::move(poss))));
+    out.push_back(ks);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const KernelSlotStats& a, const KernelSlotStats& b) { return a.slot < b.slot; });
+  return out;
+}
 
 }  // namespace
 
@@ -82,236 +492,20 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const J
     rep.why_not = "no steps were found: " + steps.source;
     return rep;
   }
-  std::vector<GpuTimeline> gpu;
-  std::vector<std::vector<const GpuActivity*>> nccl(nranks);
-  bool any = false;
-  for (size_t r = 0; r < nranks; ++r) {
-    gpu.push_back(index_gpu(model.ranks[r]));
-    any |= !gpu.back().empty();
-    for (const GpuActivity* a : gpu.back().by_launch)
-      if (a->nccl) nccl[r].push_back(a);
-    std::sort(nccl[r].begin(), nccl[r].end(), [](auto* x, auto* y) { return x->start_ns < y->start_ns; });
-  }
-  if (!any) {
+  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size(), nranks), {}, {}, {}};
+  run.ranks.resize(nranks);
+  parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(model.ranks[r], steps, r, nsteps); });
+  if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline.empty(); })) {
     rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
     return rep;
   }
-
-  // Pass 1: the typical step (median final TTKE) sets the default divergence threshold.
-  std::vector<double> step_medians;
-  for (int k = 0; k < nsteps; ++k) {
-    std::vector<double> finals;
-    for (size_t r = 0; r < nranks; ++r) {
-      double f = 0;
-      if (!observe(gpu[r], steps.per_rank[r][k], &f).empty()) finals.push_back(f);
-    }
-    if (!finals.empty()) step_medians.push_back(median_of(finals));
-  }
-  rep.divergence_threshold_ns =
-      opt.divergence_ns > 0 ? opt.divergence_ns : std::max(20'000.0, 0.05 * median_of(step_medians));
-
-  // Pass 2: per step, across ranks.
-  struct RankAcc {
-    std::vector<double> end_div, dur_excess, gap_excess, delays, step_ns, arrival_excess;
-    int worst = 0, last = 0, with_collective = 0;
-  };
-  std::vector<RankAcc> racc(nranks);
-  struct SlotAcc {
-    std::vector<double> dur_sum, gap_sum, pos_sum;
-    std::vector<int> n;
-    bool nccl = false;
-    uint32_t section = StringTable::kNone;
-  };
-  std::map<Key, SlotAcc> slots;
-
-  for (int k = 0; k < nsteps; ++k) {
-    std::vector<RankStep> obs(nranks);
-    std::vector<double> finals(nranks, 0);
-    std::vector<size_t> present;
-    std::vector<double> host_times;
-    std::vector<CollectiveArrival> arrivals(nranks);
-    for (size_t r = 0; r < nranks; ++r) {
-      const Step& st = steps.per_rank[r][k];
-      host_times.push_back(double(st.end_ns - st.start_ns));
-      racc[r].step_ns.push_back(host_times.back());
-      obs[r] = observe(gpu[r], st, &finals[r]);
-      if (!obs[r].empty()) present.push_back(r);
-      arrivals[r] = arrival_of(gpu[r], nccl[r], gpu[r].in_step(st));
-    }
-    if (present.empty()) continue;
-    std::vector<RankStepJitter> row(nranks);
-    StepJitter sj;
-    sj.step = steps.per_rank[present[0]][k].index;
-    sj.ranks = static_cast<int>(present.size());
-    sj.step_time_spread_ns = *std::max_element(host_times.begin(), host_times.end()) -
-                             *std::min_element(host_times.begin(), host_times.end());
-    std::vector<double> fin;
-    for (size_t r : present) fin.push_back(finals[r]);
-    sj.median_ttke_ns = median_of(fin);
-
-    // Cross-rank medians per kernel key.
-    std::map<Key, std::vector<const Obs*>> by_key;
-    for (size_t r : present)
-      for (auto& [key, o] : obs[r]) by_key[key].push_back(&o);
-    std::map<Key, double> med_dur, med_gap, med_ttke, med_pos;
-    for (auto& [key, v] : by_key) {
-      std::vector<double> d, g, t, p;
-      for (const Obs* o : v) {
-        d.push_back(o->dur);
-        g.push_back(o->gap);
-        t.push_back(o->ttke);
-        p.push_back(o->pos);
-      }
-      med_dur[key] = median_of(d);
-      med_gap[key] = median_of(g);
-      med_ttke[key] = median_of(t);
-      med_pos[key] = median_of(p);
-    }
-    std::vector<Key> order;
-    for (auto& [key, p] : med_pos) order.push_back(key);
-    std::stable_sort(order.begin(), order.end(), [&](const Key& a, const Key& b) { return med_pos[a] < med_pos[b]; });
-
-    // Arrival at the step's first collective, compared across the ranks that have one.
-    std::vector<double> arr, idle_before;
-    for (size_t r : present)
-      if (arrivals[r].arrival >= 0) {
-        arr.push_back(arrivals[r].arrival);
-        idle_before.push_back(arrivals[r].idle_before);
-      }
-    const double med_arrival = median_of(arr), med_idle_before = median_of(idle_before);
-    size_t last = nranks;
-    for (size_t r : present)
-      if (arrivals[r].arrival >= 0 && (last == nranks || arrivals[r].arrival > arrivals[last].arrival)) last = r;
-
-    size_t worst = present[0];
-    for (size_t r : present) {
-      double div = finals[r] - sj.median_ttke_ns;
-      racc[r].end_div.push_back(div);
-      if (div > finals[worst] - sj.median_ttke_ns) worst = r;
-      RankStepJitter& cell = row[r];
-      cell.present = true;
-      cell.end_divergence_ns = div;
-      if (arrivals[r].arrival >= 0 && arr.size() > 1) {
-        cell.arrival_ns = arrivals[r].arrival;
-        cell.arrival_excess_ns = arrivals[r].arrival - med_arrival;
-        cell.last_arrival = r == last;
-        cell.precollective_idle_excess_ns = arrivals[r].idle_before - med_idle_before;
-        cell.collective_launched_late = arrivals[r].launched_late;
-        racc[r].arrival_excess.push_back(cell.arrival_excess_ns);
-        ++racc[r].with_collective;
-        racc[r].last += cell.last_arrival;
-      }
-      double de = 0, ge = 0;
-      for (auto& [key, o] : obs[r]) {
-        // NCCL kernels last until the slowest rank arrives: their length is the victims'
-        // waiting, not this rank's work (NVRx and the talk leave them out too).
-        double excess = o.nccl ? 0 : o.dur - med_dur[key];
-        de += excess;
-        ge += o.gap - med_gap[key];
-        if (!o.nccl)
-          cell.gap_excess_by_section[o.section == StringTable::kNone ? "(no section)" : model.strings.at(o.section)] +=
-              o.gap - med_gap[key];
-        if (o.kind != GpuKind::kernel) cell.memory_excess_ns += excess;
-        else if (!o.nccl)
-          cell.duration_excess_by_section[o.section == StringTable::kNone ? "(no section)" : model.strings.at(o.section)] +=
-              excess;
-        if (o.delay >= 0) racc[r].delays.push_back(o.delay);
-        SlotAcc& s = slots[key];
-        if (s.n.empty()) {
-          s.dur_sum.assign(nranks, 0);
-          s.gap_sum.assign(nranks, 0);
-          s.pos_sum.assign(nranks, 0);
-          s.n.assign(nranks, 0);
-        }
-        s.dur_sum[r] += o.dur;
-        s.gap_sum[r] += o.gap;
-        s.pos_sum[r] += o.pos;
-        ++s.n[r];
-        s.nccl = o.nccl;
-        s.section = o.section;
-      }
-      racc[r].dur_excess.push_back(de);
-      racc[r].gap_excess.push_back(ge);
-      cell.duration_excess_ns = de;
-      cell.gap_excess_ns = ge;
-    }
-    rep.matrix.push_back(std::move(row));
-    ++racc[worst].worst;
-    sj.worst_rank = model.ranks[worst].rank;
-    sj.worst_divergence_ns = finals[worst] - sj.median_ttke_ns;
-    for (size_t i = 0; i < order.size(); ++i) {
-      auto it = obs[worst].find(order[i]);
-      if (it == obs[worst].end()) continue;
-      if (it->second.ttke - med_ttke[order[i]] > rep.divergence_threshold_ns) {
-        sj.first_diverging_slot = static_cast<int>(i);
-        sj.first_diverging_kernel = model.strings.at(order[i].name);
-        break;
-      }
-    }
-    rep.steps.push_back(sj);
-  }
-
-  for (size_t r = 0; r < nranks; ++r) {
-    const RankData& d = model.ranks[r];
-    RankJitter rj;
-    rj.rank = d.rank;
-    rj.host = d.host;
-    if (!gpu[r].by_launch.empty()) rj.device = gpu[r].by_launch.front()->device;
-    rj.median_end_divergence_ns = median_of(racc[r].end_div);
-    rj.steps_worst = racc[r].worst;
-    rj.duration_excess_ns = median_of(racc[r].dur_excess);
-    rj.gap_excess_ns = median_of(racc[r].gap_excess);
-    rj.median_launch_delay_ns = median_of(racc[r].delays);
-    size_t near_zero = 0;
-    for (double x : racc[r].delays) near_zero += x < 10'000;
-    rj.near_zero_launch_delay_share = racc[r].delays.empty() ? 0 : double(near_zero) / racc[r].delays.size();
-    rj.median_step_ns = median_of(racc[r].step_ns);
-    rj.median_arrival_excess_ns = median_of(racc[r].arrival_excess);
-    rj.last_arrival_share = racc[r].with_collective ? double(racc[r].last) / racc[r].with_collective : 0;
-    rep.ranks.push_back(rj);
-  }
-
-  std::map<std::string, std::vector<const RankJitter*>> by_host;
-  for (const RankJitter& rj : rep.ranks) by_host[rj.host].push_back(&rj);
-  for (auto& [host, rs] : by_host) {
-    HostJitter hj;
-    hj.host = host;
-    hj.ranks = static_cast<int>(rs.size());
-    std::vector<double> v;
-    const RankJitter* worst = rs[0];
-    for (const RankJitter* rj : rs) {
-      v.push_back(rj->median_end_divergence_ns);
-      if (rj->median_end_divergence_ns > worst->median_end_divergence_ns) worst = rj;
-    }
-    hj.median_end_divergence_ns = median_of(v);
-    hj.worst_rank = worst->rank;
-    rep.hosts.push_back(hj);
-  }
-
-  // Kernel positions over the whole run: each rank's mean over steps, then across ranks.
-  for (auto& [key, s] : slots) {
-    KernelSlotStats ks;
-    ks.name = model.strings.at(key.name);
-    ks.section = s.section == StringTable::kNone ? "(no section)" : model.strings.at(s.section);
-    ks.nccl = s.nccl;
-    std::vector<double> durs, gaps, poss;
-    for (size_t r = 0; r < nranks; ++r) {
-      if (!s.n[r]) continue;
-      double d = s.dur_sum[r] / s.n[r], g = s.gap_sum[r] / s.n[r];
-      durs.push_back(d);
-      gaps.push_back(g);
-      poss.push_back(s.pos_sum[r] / s.n[r]);
-      if (ks.min_rank < 0 || d < ks.min_duration_ns) { ks.min_rank = model.ranks[r].rank; ks.min_duration_ns = d; }
-      if (ks.max_rank < 0 || d > ks.max_duration_ns) { ks.max_rank = model.ranks[r].rank; ks.max_duration_ns = d; }
-      if (ks.max_gap_rank < 0 || g > ks.max_gap_ns) { ks.max_gap_rank = model.ranks[r].rank; ks.max_gap_ns = g; }
-    }
-    ks.median_duration_ns = median_of(durs);
-    ks.median_gap_ns = median_of(gaps);
-    ks.slot = static_cast<int>(std::lround(median_of(poss)));
-    rep.kernels.push_back(ks);
-  }
-  std::stable_sort(rep.kernels.begin(), rep.kernels.end(),
-                   [](const KernelSlotStats& a, const KernelSlotStats& b) { return a.slot < b.slot; });
+  rep.divergence_threshold_ns = divergence_threshold(run, opt);
+  run.racc.resize(nranks);
+  run.obs.resize(nranks);
+  for (int k = 0; k < nsteps; ++k) analyze_step(run, k);
+  for (size_t r = 0; r < nranks; ++r) rep.ranks.push_back(rank_summary(run, r));
+  rep.hosts = host_summaries(rep.ranks);
+  rep.kernels = slot_summaries(run);
   rep.available = true;
   return rep;
 }

@@ -158,11 +158,6 @@ Finding finding_of(const Decomposition& d, const RankJitter& rj, const char* kin
   return f;
 }
 
-size_t rank_index(const RunModel& m, int rank) {
-  size_t r = 0;
-  while (r < m.ranks.size() && m.ranks[r].rank != rank) ++r;
-  return r;
-}
 
 // Longest run of consecutive report windows in a sorted list of window indices.
 int longest_run(const std::vector<int>& windows) {
@@ -224,10 +219,12 @@ std::string excess_sentence(const Excess& x, double step_ns, int total_steps) {
 namespace {
 
 double median_step_ns(const StepSet& steps) {
+  const int nsteps = steps.count();  // once: it scans every rank
   std::vector<double> step_times;
+  step_times.reserve(steps.per_rank.size() * size_t(std::max(0, nsteps)));
   for (const auto& rs : steps.per_rank)
-    for (int k = 0; k < steps.count(); ++k) step_times.push_back(double(rs[k].end_ns - rs[k].start_ns));
-  return median(step_times);
+    for (int k = 0; k < nsteps; ++k) step_times.push_back(double(rs[k].end_ns - rs[k].start_ns));
+  return median(std::move(step_times));
 }
 
 std::vector<Threshold> thresholds_of(const VerdictContext& c) {
@@ -329,11 +326,10 @@ void add_gpu_score_findings(const VerdictContext& c, FindingSet& out) {
   const size_t nranks = c.model.ranks.size();
   for (const Straggler& s : c.scores.stragglers) {
     if (s.scope != "gpu") continue;
-    const size_t r = rank_index(c.model, s.rank);
+    const size_t r = c.rank_index(s.rank);
     if (r == nranks) continue;
     if (out.has[r]) {
-      for (Finding& f : out.findings)
-        if (f.rank == s.rank) f.evidence["gpu_" + s.metric + "_score" + (s.section.empty() ? "" : "_" + s.section)] = s.score;
+      for (Finding* f : out.of_rank(r)) f->evidence["gpu_" + s.metric + "_score" + (s.section.empty() ? "" : "_" + s.section)] = s.score;
       continue;
     }
     if (s.metric == "individual" && longest_run(s.windows) < c.options.min_consecutive_windows) continue;
@@ -404,11 +400,10 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
   const bool judged = per_step_evidence(c);
   for (const Straggler& s : c.scores.stragglers) {
     if (s.scope != "section") continue;
-    const size_t r = rank_index(c.model, s.rank);
+    const size_t r = c.rank_index(s.rank);
     if (r == nranks) continue;
     if (out.has[r] || judged) {
-      for (Finding& f : out.findings)
-        if (f.rank == s.rank) f.evidence["nvtx_" + s.metric + "_score_" + s.section] = s.score;
+      for (Finding* f : out.of_rank(r)) f->evidence["nvtx_" + s.metric + "_score_" + s.section] = s.score;
       continue;
     }
     // Hysteresis: the rank must stay below its own best for consecutive windows.
@@ -470,7 +465,7 @@ std::map<std::pair<int, std::string>, WindowDip> window_dips(const ScoreReport& 
 void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
   if (per_step_evidence(c)) return;
   for (const auto& [key, d] : window_dips(c.scores)) {
-    const size_t r = rank_index(c.model, key.first);
+    const size_t r = c.rank_index(key.first);
     if (r == c.model.ranks.size() || out.has[r] || longest_run(d.windows) < c.options.min_consecutive_windows)
       continue;
     const double impact = d.median_ns * (1 - d.score);
@@ -500,7 +495,7 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
   const JitterReport& j = c.jitter;
   for (const Straggler& s : c.scores.stragglers) {
     if (s.scope != "comm" || !c.comm) continue;
-    const size_t r = rank_index(c.model, s.rank);
+    const size_t r = c.rank_index(s.rank);
     if (r == nranks || r >= c.comm->ranks.size()) continue;
     const CommRankStats& cr = c.comm->ranks[r];
     const double share = 1 - s.score;
@@ -511,24 +506,25 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
                                      100 * share, s.section.rfind("comm ", 0) == 0 ? s.section.substr(5) : s.section,
                                      ms(cr.blame_ns), ms(per_op));
     if (out.has[r]) {
-      for (Finding& f : out.findings)
-        if (f.rank == s.rank) {
-          if (!f.evidence.count("comm_last_share")) f.summary += "; NCCL: " + clause;
-          f.evidence["comm_last_share"] = share;
-          f.evidence["comm_blame_ms"] = ms(cr.blame_ns);
-        }
+      for (Finding* f : out.of_rank(r)) {
+        if (!f->evidence.count("comm_last_share")) f->summary += "; NCCL: " + clause;
+        f->evidence["comm_last_share"] = share;
+        f->evidence["comm_blame_ms"] = ms(cr.blame_ns);
+      }
       continue;
     }
     // With per-kernel GPU records the lateness signal has already judged every rank's arrival
     // against the run's noise; "last" by a 20 us margin alone is no evidence among 64 noisy ranks.
     if (j.available && !j.matrix.empty()) continue;
-    // What the others waited per collective must be material to the job, as for every finding.
-    if (c.step_ns > 0 && per_op < c.criteria.min_excess_ns) continue;
+    // What a collective loses to it (its lead over the median rank, not the sum of every rank's
+    // wait, which grows with the rank count) must be material to the job, as for every finding.
+    if (c.step_ns > 0 && cr.lateness_ns < c.criteria.min_excess_ns) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
     f.kind = "persistent";
-    f.impact_ns = per_op;
+    f.impact_ns = cr.lateness_ns;
+    f.evidence["comm_lateness_ms"] = ms(cr.lateness_ns);
     f.evidence["comm_last_share"] = share;
     f.evidence["comm_blame_ms"] = ms(cr.blame_ns);
     f.evidence["comm_waited_ms"] = ms(cr.waited_ns);
@@ -544,7 +540,9 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
       fill_evidence(f, d, j.ranks[r]);
       why = explain(d, j.ranks[r], j, c.breakdown, r);
     }
-    f.summary = fmt::format("rank {} (host {}): {}; {}", f.rank, f.host, clause, why);
+    f.summary = fmt::format("rank {} (host {}): {}; when last it arrives {:.3f} ms after the median rank, what each "
+                            "of those collectives loses; {}",
+                            f.rank, f.host, clause, ms(cr.lateness_ns), why);
     out.add(std::move(f), r);
   }
 }
@@ -568,6 +566,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
                const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu,
                const CommReport* comm) {
   VerdictContext c{model, steps, scores, j, b, opt, gpu, comm};
+  for (size_t r = 0; r < model.ranks.size(); ++r) c.index_of_rank.emplace(model.ranks[r].rank, r);
   c.step_ns = median_step_ns(steps);
   c.sections = section_signals(model, steps);
   c.excess = opt.excess;
@@ -579,6 +578,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
 
   FindingSet out;
   out.has.assign(model.ranks.size(), false);
+  out.rank_of.assign(model.ranks.size(), -1);
   add_lateness_findings(c, out);
   if (model.ranks.size() >= 3) add_section_findings(c, out);
   add_gpu_score_findings(c, out);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "excess.h"
@@ -22,14 +23,32 @@ struct VerdictContext {
   std::vector<Signal> sections;     // NVTX CPU time per step (section_steps.h)
   ExcessCriteria criteria;          // for every per-step signal of this run
   ExcessOptions excess;             // options.excess, with the report window filled in
+  std::unordered_map<int, size_t> index_of_rank;  // rank number -> index in model.ranks
+  // Index in model.ranks of a rank number; model.ranks.size() when the run has no such rank.
+  size_t rank_index(int rank) const {
+    auto it = index_of_rank.find(rank);
+    return it == index_of_rank.end() ? model.ranks.size() : it->second;
+  }
 };
 
 struct FindingSet {
   std::vector<Finding> findings;
   std::vector<bool> has;  // per rank index: some finding names it
+  std::vector<int> rank_of;  // per rank index: its rank number, for of_rank
   void add(Finding f, size_t r) {
     findings.push_back(std::move(f));
-    if (r < has.size()) has[r] = true;
+    if (r < has.size()) {
+      has[r] = true;
+      rank_of[r] = findings.back().rank;
+    }
+  }
+  // The findings naming rank index r (none unless has[r]): a short scan, only for ranks that have one.
+  std::vector<Finding*> of_rank(size_t r) {
+    std::vector<Finding*> out;
+    if (r >= has.size() || !has[r]) return out;
+    for (Finding& f : findings)
+      if (f.rank == rank_of[r]) out.push_back(&f);
+    return out;
   }
 };
 

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "analyses.h"
+#include "comm_analysis.h"
+#include "gpu_scores.h"
 #include "excess.h"
 #include "scores.h"
 #include "section_steps.h"
@@ -242,6 +244,42 @@ TEST(Excess, CriticalZGrowsWithTheTests) {
   EXPECT_DOUBLE_EQ(critical_z(o, 1), 4.0);  // floor
   EXPECT_NEAR(critical_z(o, 1e5), 5.20, 0.01);  // one-sided p = 0.01 / 1e5
   EXPECT_GT(critical_z(o, 1e7), critical_z(o, 1e5));
+}
+
+// Issue 14: an NCCL finding's impact_ms is what one collective loses to the late rank (its lead
+// over the median rank), comparable with the per-step findings; it was the sum of every waiting
+// rank's time, which grew with the rank count (29,708 ms at 960 ranks for a 405 ms step).
+Finding nccl_finding(int ranks) {
+  Spec s;
+  s.ranks = ranks;
+  s.steps = 24;
+  s.window_s = 0.004;
+  s.faults = {{Fault::Kind::late_collective, 3, 1.0, 1'500'000}};  // 1.5 ms host stall, ~0.8 ms past the GPU
+  RunModel m = synth::make_run(s);
+  for (RankData& r : m.ranks)  // no per-kernel records: only the NCCL analysis can judge
+    for (CaptureWindow& w : r.windows) {
+      w.gpu.clear();
+      w.gpu_sampled = false;
+    }
+  ScoreReport sc = compute_scores(m, {});
+  GpuScoreReport gpu = compute_gpu_scores(m, sc);
+  CommReport comm = analyze_collectives(m, sc);
+  sc.stragglers.insert(sc.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
+  Verdict v = run_analyses(m, sc, {}, nullptr, std::move(gpu), std::move(comm)).verdict;
+  EXPECT_EQ(v.findings.size(), 1u) << dump(v);
+  return v.findings.empty() ? Finding{} : v.findings[0];
+}
+
+TEST(Verdict, NcclImpactIsThePerCollectiveLossWhateverTheRankCount) {
+  const Finding small = nccl_finding(8), large = nccl_finding(512);
+  EXPECT_EQ(small.rank, 3);
+  EXPECT_EQ(large.rank, 3);
+  // ~0.78 ms late (the stall less the time the host ran ahead of its GPU) at both sizes.
+  EXPECT_NEAR(small.impact_ns, 780'000, 60'000) << small.summary;
+  EXPECT_NEAR(large.impact_ns, small.impact_ns, 0.05 * small.impact_ns) << large.summary;
+  EXPECT_NEAR(large.evidence.at("comm_lateness_ms") * 1e6, large.impact_ns, 1);
+  // The blame (every waiting rank's time) still grows with the ranks, and stays evidence only.
+  EXPECT_GT(large.evidence.at("comm_blame_ms"), 50 * small.evidence.at("comm_blame_ms"));
 }
 
 }  // namespace

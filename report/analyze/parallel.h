@@ -1,0 +1,45 @@
+// Runs independent per-rank work on every core. Each index writes only its own results, so the
+// outcome does not depend on the number of threads or their timing (the reports stay identical).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <thread>
+#include <vector>
+
+namespace laggard::report {
+
+// Threads the analyses use: the machine's cores (at least 1, at most 64).
+inline unsigned analysis_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return std::clamp(n, 1u, 64u);
+}
+
+// f(i) for every i in [0, n), spread over the cores; the first exception is rethrown here.
+template <class F>
+void parallel_for(size_t n, F&& f) {
+  const size_t threads = std::min<size_t>(analysis_threads(), n);
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    try {
+      for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) f(i);
+    } catch (...) {
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace laggard::report
