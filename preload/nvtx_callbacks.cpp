@@ -15,6 +15,7 @@
 
 #include "capture.h"
 #include "clock.h"
+#include "pause_state.h"
 #include "range_stack.h"
 #include "thread_registry.h"
 
@@ -142,6 +143,10 @@ const NameEntry* intern(Capture* cap, const void* domain, std::string_view msg) 
 // message type all record as this name.
 constexpr const char kUnnamed[] = "(unnamed)";
 
+// What a range pushed or started while `laggard ctl` paused capture holds: no name lookup, no
+// clock read; kept so the matching pop or end stays balanced, never recorded.
+const NameEntry kPausedRange{kNoName, false, false, nullptr, "", "", "(paused)"};
+
 const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
   size_t n = msg ? strnlen(msg, kMaxMessage) : 0;
   if (n == 0) {
@@ -223,8 +228,10 @@ int push_impl(const void* domain, Lookup&& find) noexcept {
     if (!cap) return NVTX_NO_PUSH_POP_TRACKING;
     ThreadState* ts = thread_state(cap);
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
-    const NameEntry* e = find(cap, ts);
-    int level = ts->stack.push(e, domain, mono_ns());
+    uint32_t epoch = pause_epoch();
+    bool paused = paused_epoch(epoch);
+    const NameEntry* e = paused ? &kPausedRange : find(cap, ts);
+    int level = ts->stack.push(e, domain, paused ? 0 : mono_ns(), epoch);
     sync_after_push(ts);
     return level;
   } catch (...) {
@@ -240,7 +247,8 @@ int pop_impl(const void* domain) noexcept {
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
     RangeRecord r;
     bool emit = false;
-    int level = ts->stack.pop(domain, mono_ns(), ts->tid, &r, &emit);
+    uint32_t epoch = pause_epoch();
+    int level = ts->stack.pop(domain, paused_epoch(epoch) ? 0 : mono_ns(), ts->tid, &r, &emit, epoch);
     if (emit) ts->buf->add(r);
     sync_after_pop(ts);
     return level;
@@ -256,9 +264,11 @@ nvtxRangeId_t start_impl(Lookup&& find) noexcept {
     if (!cap) return 0;
     ThreadState* ts = thread_state(cap);
     if (!ts) return 0;
-    const NameEntry* e = find(cap, ts);
+    uint32_t epoch = pause_epoch();
+    bool paused = paused_epoch(epoch);
+    const NameEntry* e = paused ? &kPausedRange : find(cap, ts);
     watch::note_progress(ts->watch);
-    return cap->start_end->start(e, mono_ns(), ts->tid, &ts->ids);
+    return cap->start_end->start(e, paused ? 0 : mono_ns(), ts->tid, &ts->ids, epoch);
   } catch (...) {
     return 0;
   }
@@ -272,12 +282,13 @@ void end_impl(nvtxRangeId_t id) noexcept {
     if (!ts) return;
     watch::note_progress(ts->watch);
     RangeRecord r;
-    bool emit = false;
-    if (!cap->start_end->end(id, mono_ns(), &r, &emit))
+    bool emit = false, paused = false;
+    uint32_t epoch = pause_epoch();
+    if (!cap->start_end->end(id, paused_epoch(epoch) ? 0 : mono_ns(), &r, &emit, epoch, &paused))
       ThreadBuffer::bump(ts->buf->unmatched_end);
     else if (emit)
       ts->buf->add(r);
-    else
+    else if (!paused)
       ThreadBuffer::bump(ts->buf->filtered);
   } catch (...) {
   }

@@ -21,7 +21,7 @@
 
 namespace laggard {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 struct FileInfo {
   std::string run_id, run_id_source;

@@ -16,6 +16,7 @@
 #include "reader_checks.h"
 #include "reader_gpu.h"
 #include "reader_integrity.h"
+#include "reader_pause.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
 #include "reader_segment.h"
@@ -28,7 +29,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinSchema = 1, kMaxSchema = 4;
+constexpr int kMinSchema = 1, kMaxSchema = 5;
 
 bool is_rank_file(const fs::path& p) {
   std::string n = p.filename().string();
@@ -145,6 +146,7 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
     if (auto g = w.find("gpu"); g != w.end() && g->is_object()) read_gpu_window(*g, cw.start_ns, strings, cw);
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
+    if (auto it = w.find("paused"); it != w.end()) read_paused_window(*it, cw);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("window {}: {}", cw.index, e.what()));
   }
@@ -397,6 +399,7 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
   }
   for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
   align_rank_clocks(model);
+  for (RankData& r : model.ranks) join_paused_periods(r);
 
   // World size: what the ranks say (they should agree), or what the user says.
   std::set<int> sizes;

@@ -6,6 +6,7 @@
 
 #include "render.h"
 #include "render_analyses.h"
+#include "render_paused.h"
 #include "score_text.h"
 
 namespace laggard::report {
@@ -66,6 +67,7 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     for (const auto& r : model.other_runs) out << ' ' << r;
     out << '\n';
   }
+  render_paused_text(model, out);
 
   out << "\nProblems: " << (model.problems.empty() ? "none\n" : "\n");
   for (const Problem& p : model.problems) {

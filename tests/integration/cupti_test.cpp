@@ -70,7 +70,7 @@ TEST_F(Cupti, DriverInjectionCapturesEveryKernelInItsSection) {
   std::vector<json> fs_ = files();
   ASSERT_EQ(fs_.size(), 1u);
   const json& f = fs_[0];
-  EXPECT_EQ(f["schema_version"], 4);  // versions 3 (NCCL) and 4 keep every version 2 field
+  EXPECT_EQ(f["schema_version"], 5);  // versions 3 (NCCL), 4 and 5 keep every version 2 field
   EXPECT_EQ(f["capture"]["cupti"], "on");
   EXPECT_EQ(f["capture"]["cupti_library"], fs::canonical(kFakeCuda).string());
   EXPECT_NEAR(f["clock"]["gpu_offset_ns"].get<double>(), 3e9, 5e6);

@@ -73,7 +73,7 @@ TEST_F(NcclEndToEnd, LateRankIsBlamedAndNothingIsLostWithoutFinalize) {
   for (const auto& f : rank_files()) {
     std::string text = read_file(f.string());
     EXPECT_NE(text.find("\"nccl\":\"on\""), std::string::npos) << f;
-    EXPECT_NE(text.find("\"schema_version\":4"), std::string::npos) << f;
+    EXPECT_NE(text.find("\"schema_version\":5"), std::string::npos) << f;
   }
   // The text report names it too.
   ProcessResult text = run_process({kLaggard, "report", out()}, clean_env());

@@ -119,7 +119,7 @@ TEST(GpuFile, WindowGpuDataSurvivesTheRoundTrip) {
   // The file itself: version 2, header fields.
   std::ifstream in(dir + "/rank00000-42-seg0000.json");
   nlohmann::json f = nlohmann::json::parse(in);
-  EXPECT_EQ(f["schema_version"], 4);  // versions 3 (NCCL) and 4 keep every version 2 field
+  EXPECT_EQ(f["schema_version"], 5);  // versions 3 (NCCL), 4 and 5 keep every version 2 field
   EXPECT_EQ(f["capture"]["cupti"], "on");
   EXPECT_EQ(f["capture"]["cupti_library"], "/usr/local/cuda/lib64/libcupti.so.13");
   EXPECT_EQ(f["clock"]["gpu_offset_ns"], -123);
