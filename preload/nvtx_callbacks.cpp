@@ -221,6 +221,23 @@ inline void sync_after_pop(ThreadState* ts) {
     b->filtered.store(ts->stack.filtered(), std::memory_order_relaxed);
 }
 
+// Paused by `laggard ctl`: only what keeps the nesting balanced and the hang watchdog informed.
+int paused_push(ThreadState* ts, const void* domain, uint32_t epoch) {
+  int level = ts->stack.push(&kPausedRange, domain, 0, epoch);
+  watch::note_progress(ts->watch);
+  ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  return level;
+}
+
+int paused_pop(ThreadState* ts, const void* domain, uint32_t epoch) {
+  RangeRecord r;
+  bool emit = false;
+  int level = ts->stack.pop(domain, 0, ts->tid, &r, &emit, epoch);
+  watch::note_progress(ts->watch);
+  ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  return level;
+}
+
 template <class Lookup>
 int push_impl(const void* domain, Lookup&& find) noexcept {
   try {
@@ -229,9 +246,9 @@ int push_impl(const void* domain, Lookup&& find) noexcept {
     ThreadState* ts = thread_state(cap);
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
     uint32_t epoch = pause_epoch();
-    bool paused = paused_epoch(epoch);
-    const NameEntry* e = paused ? &kPausedRange : find(cap, ts);
-    int level = ts->stack.push(e, domain, paused ? 0 : mono_ns(), epoch);
+    if (paused_epoch(epoch)) return paused_push(ts, domain, epoch);
+    const NameEntry* e = find(cap, ts);
+    int level = ts->stack.push(e, domain, mono_ns(), epoch);
     sync_after_push(ts);
     return level;
   } catch (...) {
@@ -248,7 +265,8 @@ int pop_impl(const void* domain) noexcept {
     RangeRecord r;
     bool emit = false;
     uint32_t epoch = pause_epoch();
-    int level = ts->stack.pop(domain, paused_epoch(epoch) ? 0 : mono_ns(), ts->tid, &r, &emit, epoch);
+    if (paused_epoch(epoch)) return paused_pop(ts, domain, epoch);
+    int level = ts->stack.pop(domain, mono_ns(), ts->tid, &r, &emit, epoch);
     if (emit) ts->buf->add(r);
     sync_after_pop(ts);
     return level;
