@@ -198,6 +198,13 @@ void on_tick() {
   attach_locked(st, "the flush thread's poll");
 }
 
+void on_pause(bool) {
+  SourceState& st = state();
+  if (st.forked.load()) return;
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.attached.load()) st.capture->apply_pause();
+}
+
 void on_fork_child() {
   SourceState& st = state();
   st.forked.store(true);
@@ -227,7 +234,7 @@ __attribute__((constructor)) void on_load() {
 }
 
 const bool registered = [] {
-  register_source(SourceHooks{"cupti", nullptr, &on_window, &on_fork_child, &on_tick});
+  register_source(SourceHooks{"cupti", nullptr, &on_window, &on_fork_child, &on_tick, &on_pause});
   return true;
 }();
 

@@ -14,6 +14,7 @@
 #include "activity_watch.h"
 #include "clock.h"
 #include "log.h"
+#include "pause_state.h"
 
 namespace laggard::cupti {
 namespace {
@@ -275,7 +276,7 @@ std::string GpuCapture::attach(uint64_t open_window) {
     clock_ = measure_clock();
     last_point_ = clock_;
     open_window_ = open_window;
-    err = set_capturing(open_window % static_cast<uint64_t>(opt_.profiling_interval) == 0);
+    err = set_capturing(wants_capture(open_window));
   }
   if (!err.empty()) {
     set_capturing(false);
@@ -333,6 +334,18 @@ std::string GpuCapture::starvation(uint64_t launches, uint64_t records) {
     return "CUPTI delivered no records for " + std::to_string(launches) +
            " launches (another CUPTI client holds the activity API or switched kernel records off)";
   return "";
+}
+
+bool GpuCapture::wants_capture(uint64_t window) const {
+  return !capture_paused() && window % static_cast<uint64_t>(opt_.profiling_interval) == 0;
+}
+
+void GpuCapture::apply_pause() {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (!attached_ || inert_.load(std::memory_order_relaxed) || !enter_cupti()) return;
+  std::string err = set_capturing(wants_capture(open_window_));
+  leave_cupti();
+  if (!err.empty()) LAGGARD_WARN_ONCE("GPU capture could not be switched back on: %s", err.c_str());
 }
 
 void GpuCapture::tick() {
@@ -405,7 +418,7 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
 
   open_window_ = w.index + 1;
   if (!final && enter_cupti()) {
-    std::string err = set_capturing(open_window_ % static_cast<uint64_t>(opt_.profiling_interval) == 0);
+    std::string err = set_capturing(wants_capture(open_window_));
     leave_cupti();
     if (!err.empty()) LAGGARD_WARN_ONCE("GPU capture could not be switched back on: %s", err.c_str());
   }

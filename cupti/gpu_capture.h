@@ -85,6 +85,9 @@ class GpuCapture {
 
   bool attached() const { return attached_; }
   bool capturing() const { return capturing_; }
+  // `laggard ctl` paused or resumed capture (pause_state.h): kernel records and launch
+  // callbacks are switched off while paused and back on (in a sampled window) after.
+  void apply_pause();
   const std::vector<CUpti_CallbackId>& runtime_callbacks() const { return runtime_cbids_; }
   const std::vector<CUpti_CallbackId>& driver_callbacks() const { return driver_cbids_; }
 
@@ -99,6 +102,7 @@ class GpuCapture {
   void choose_callbacks();
   std::string subscribe();
   std::string set_capturing(bool on);
+  bool wants_capture(uint64_t window) const;  // sampled window and not paused
   void enable_kinds();
   void consume(uint8_t* buffer, size_t valid_size);
   ClockSync measure_clock();

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "clock.h"
+#include "pause_state.h"
 #include "thread_registry.h"
 
 namespace laggard::nccl {
@@ -175,6 +176,9 @@ void* Profiler::publish(Slot& s) {
 }
 
 void* Profiler::start_coll(void* context, const CollInfo& info) {
+  // Paused by `laggard ctl`: not recorded and not counted as lost; the handle is the one
+  // p2p operations get, which every later callback ignores.
+  if (capture_paused()) return p2p_handle();
   Slot* s = begin_op(context);
   if (!s) return nullptr;
   s->p2p = false;
@@ -190,6 +194,7 @@ void* Profiler::start_coll(void* context, const CollInfo& info) {
 }
 
 void* Profiler::start_p2p(void* context, const P2pInfo& info) {
+  if (capture_paused()) return p2p_handle();
   CommSlot* comm = comm_of(context);
   if (!comm) {
     bump(counters_.no_context);

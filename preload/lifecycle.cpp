@@ -27,6 +27,7 @@
 #include "tsc_clock.h"
 #include "config.h"
 #include "log.h"
+#include "pause_control.h"
 #include "plugin_env.h"
 #include "rank_identity.h"
 #include "source.h"
@@ -52,6 +53,7 @@ struct Runtime {
   std::unique_ptr<Recorder> recorder;
   std::unique_ptr<StartEndTable> start_end;
   std::unique_ptr<SegmentWriter> writer;
+  std::unique_ptr<PauseControl> pause;  // `laggard ctl` (flush thread only after activation)
   Capture capture{};
   DropCounters totals;
   uint64_t seen_evicted = 0;
@@ -127,6 +129,7 @@ void flush(Runtime& rt, bool final, int signal) {
   rt.seen_evicted = ev;
   calibrate_range_clock();
   WindowSnapshot w = rt.recorder->close_window(mono_ns(), extra);
+  w.paused = rt.pause->take_spans(w.start_ns, w.end_ns);
   for (const SourceHooks& src : sources()) {
     try {
       if (src.on_window) src.on_window(w, final);
@@ -166,6 +169,19 @@ void sleep_until_woken(Runtime& rt, int64_t wait_ns) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&rt.wake_word), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
 }
 
+// Reads `laggard ctl`'s control file now and then and tells the sources when capture switched.
+void poll_pause(Runtime& rt) {
+  if (!rt.pause->poll(mono_ns())) return;
+  bool paused = rt.pause->paused();
+  for (const SourceHooks& src : sources()) {
+    try {
+      if (src.on_pause) src.on_pause(paused);
+    } catch (...) {
+      log_debug("source %s failed to switch capture", src.name);
+    }
+  }
+}
+
 void flush_thread(Runtime* rt) {
   int64_t next = mono_ns() + rt->flush_interval_ns;
   uint64_t served = 0;
@@ -177,6 +193,7 @@ void flush_thread(Runtime* rt) {
     uint64_t requested = rt->flush_requested.load(std::memory_order_acquire);
     now = mono_ns();
     try {
+      poll_pause(*rt);
       if (requested != served) {
         flush(*rt, false, rt->pending_signal.load());
         served = requested;
@@ -347,6 +364,9 @@ void activate() {
   if (rt.cfg.binary_files) rt.writer->set_format(FileFormat::binary);
 
   rt.exit_wait_left_ns.store(static_cast<int64_t>(rt.cfg.exit_wait_s * 1e9));
+  // Before the first range: a rank that starts into a paused run starts paused.
+  rt.pause = std::make_unique<PauseControl>(rt.writer->run_dir(), offset);
+  rt.pause->poll(mono_ns());
 
   // Start the flush thread with every signal blocked, so signals go to the app's threads.
   sigset_t all, prev;

@@ -15,6 +15,7 @@
 
 #include "capture.h"
 #include "clock.h"
+#include "pause_state.h"
 #include "range_stack.h"
 #include "thread_registry.h"
 #include "tsc_clock.h"
@@ -143,6 +144,10 @@ const NameEntry* intern(Capture* cap, const void* domain, std::string_view msg) 
 // message type all record as this name.
 constexpr const char kUnnamed[] = "(unnamed)";
 
+// What a range pushed or started while `laggard ctl` paused capture holds: no name lookup, no
+// clock read; kept so the matching pop or end stays balanced, never recorded.
+const NameEntry kPausedRange{kNoName, false, false, nullptr, "", "", "(paused)"};
+
 const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
   size_t n = msg ? strnlen(msg, kMaxMessage) : 0;
   if (n == 0) {
@@ -217,6 +222,23 @@ inline void sync_after_pop(ThreadState* ts) {
     b->filtered.store(ts->stack.filtered(), std::memory_order_relaxed);
 }
 
+// Paused by `laggard ctl`: only what keeps the nesting balanced and the hang watchdog informed.
+int paused_push(ThreadState* ts, const void* domain, uint32_t epoch) {
+  int level = ts->stack.push(&kPausedRange, domain, 0, epoch);
+  watch::note_progress(ts->watch);
+  ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  return level;
+}
+
+int paused_pop(ThreadState* ts, const void* domain, uint32_t epoch) {
+  RangeRecord r;
+  bool emit = false;
+  int level = ts->stack.pop(domain, 0, ts->tid, &r, &emit, epoch);
+  watch::note_progress(ts->watch);
+  ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  return level;
+}
+
 template <class Lookup>
 int push_impl(const void* domain, Lookup&& find) noexcept {
   try {
@@ -224,8 +246,10 @@ int push_impl(const void* domain, Lookup&& find) noexcept {
     if (!cap) return NVTX_NO_PUSH_POP_TRACKING;
     ThreadState* ts = thread_state(cap);
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+    uint32_t epoch = pause_epoch();
+    if (paused_epoch(epoch)) return paused_push(ts, domain, epoch);
     const NameEntry* e = find(cap, ts);
-    int level = ts->stack.push(e, domain, g_range_clock.now_ns());
+    int level = ts->stack.push(e, domain, g_range_clock.now_ns(), epoch);
     sync_after_push(ts);
     return level;
   } catch (...) {
@@ -241,7 +265,9 @@ int pop_impl(const void* domain) noexcept {
     if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
     RangeRecord r;
     bool emit = false;
-    int level = ts->stack.pop(domain, g_range_clock.now_ns(), ts->tid, &r, &emit);
+    uint32_t epoch = pause_epoch();
+    if (paused_epoch(epoch)) return paused_pop(ts, domain, epoch);
+    int level = ts->stack.pop(domain, g_range_clock.now_ns(), ts->tid, &r, &emit, epoch);
     if (emit) ts->buf->add(r);
     sync_after_pop(ts);
     return level;
@@ -257,9 +283,11 @@ nvtxRangeId_t start_impl(Lookup&& find) noexcept {
     if (!cap) return 0;
     ThreadState* ts = thread_state(cap);
     if (!ts) return 0;
-    const NameEntry* e = find(cap, ts);
+    uint32_t epoch = pause_epoch();
+    bool paused = paused_epoch(epoch);
+    const NameEntry* e = paused ? &kPausedRange : find(cap, ts);
     watch::note_progress(ts->watch);
-    return cap->start_end->start(e, g_range_clock.now_ns(), ts->tid, &ts->ids);
+    return cap->start_end->start(e, paused ? 0 : g_range_clock.now_ns(), ts->tid, &ts->ids, epoch);
   } catch (...) {
     return 0;
   }
@@ -273,12 +301,13 @@ void end_impl(nvtxRangeId_t id) noexcept {
     if (!ts) return;
     watch::note_progress(ts->watch);
     RangeRecord r;
-    bool emit = false;
-    if (!cap->start_end->end(id, g_range_clock.now_ns(), &r, &emit))
+    bool emit = false, paused = false;
+    uint32_t epoch = pause_epoch();
+    if (!cap->start_end->end(id, paused_epoch(epoch) ? 0 : g_range_clock.now_ns(), &r, &emit, epoch, &paused))
       ThreadBuffer::bump(ts->buf->unmatched_end);
     else if (emit)
       ts->buf->add(r);
-    else
+    else if (!paused)
       ThreadBuffer::bump(ts->buf->filtered);
   } catch (...) {
   }

@@ -16,10 +16,10 @@ int RangeStack::snapshot(OpenRange* out, int max) const {
   return n;
 }
 
-int RangeStack::push(const NameEntry* name, const void* domain, int64_t now_ns) {
+int RangeStack::push(const NameEntry* name, const void* domain, int64_t now_ns, uint32_t epoch) {
   int level = depth_;
   if (depth_ < kMaxDepth) {
-    open_[depth_] = Open{name, domain, now_ns, innermost_kept()};
+    open_[depth_] = Open{name, domain, now_ns, innermost_kept(), epoch};
   } else {
     ++overflowed_;  // still counted in depth_ so the matching pop stays balanced
   }
@@ -27,7 +27,7 @@ int RangeStack::push(const NameEntry* name, const void* domain, int64_t now_ns) 
   return level;
 }
 
-int RangeStack::pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecord* out, bool* emit) {
+int RangeStack::pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecord* out, bool* emit, uint32_t epoch) {
   *emit = false;
   if (depth_ == 0) {
     ++unbalanced_;
@@ -44,7 +44,9 @@ int RangeStack::pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecor
     return -1;
   }
   const Open& o = open_[i];
-  if (o.name->kept) {
+  if (o.epoch != epoch || (epoch & 1u)) {
+    // Capture was paused during it: closed, not recorded, not counted as filtered.
+  } else if (o.name->kept) {
     *out = RangeRecord{o.start_ns, now_ns, o.name->id, o.parent_id, tid,
                        static_cast<uint16_t>(i), RangeKind::push_pop};
     *emit = true;

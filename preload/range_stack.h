@@ -15,11 +15,13 @@ class RangeStack {
   static constexpr int kMaxDepth = 128;
 
   // Returns the 0-based nesting level of the new range (NVTX's return value for push).
-  int push(const NameEntry* name, const void* domain, int64_t now_ns);
+  // `epoch`: pause_state.h's value at the call; a range is recorded only when its push and
+  // pop see the same even (capturing) value, so nesting stays balanced across pause/resume.
+  int push(const NameEntry* name, const void* domain, int64_t now_ns, uint32_t epoch = 0);
 
   // Closes the innermost open range of `domain`. Returns its level, or -1 when none is open
   // (unbalanced pop, counted). *emit is set when a kept range was closed and *out filled.
-  int pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecord* out, bool* emit);
+  int pop(const void* domain, int64_t now_ns, uint32_t tid, RangeRecord* out, bool* emit, uint32_t epoch = 0);
 
   // Innermost open kept section on this thread (kNoName when none): what a launch belongs to.
   uint32_t innermost_kept() const;
@@ -43,6 +45,7 @@ class RangeStack {
     const void* domain;
     int64_t start_ns;
     uint32_t parent_id;  // innermost kept range below this one at push time
+    uint32_t epoch;      // pause_state.h's value at push time
   };
   Open open_[kMaxDepth];
   int depth_ = 0;     // logical depth, may exceed kMaxDepth

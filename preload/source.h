@@ -22,6 +22,9 @@ struct SourceHooks {
   // On the flush thread after every drain tick (about 20 times a second) and after each window
   // closes: poll for something to attach to, hand device buffers over early. May be null.
   void (*on_tick)() = nullptr;
+  // On the flush thread when `laggard ctl` paused (true) or resumed (false) capture; the flag
+  // itself is pause_state.h's, read by callbacks. May be null.
+  void (*on_pause)(bool paused) = nullptr;
 };
 
 struct FileInfo;

@@ -5,7 +5,7 @@ namespace laggard {
 StartEndTable::StartEndTable(size_t slots_pow2)
     : slots_(new Slot[slots_pow2]), mask_(slots_pow2 - 1) {}
 
-uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block) {
+uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block, uint32_t epoch) {
   uint64_t id;
   if (block) {
     if (block->next == block->end) {
@@ -22,23 +22,28 @@ uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t ti
   s.name.store(name, std::memory_order_relaxed);
   s.start_ns.store(now_ns, std::memory_order_relaxed);
   s.tid.store(tid, std::memory_order_relaxed);
+  s.epoch.store(epoch, std::memory_order_relaxed);
   s.id.store(id, std::memory_order_release);
   return id;
 }
 
-bool StartEndTable::end(uint64_t id, int64_t now_ns, RangeRecord* out, bool* emit) {
+bool StartEndTable::end(uint64_t id, int64_t now_ns, RangeRecord* out, bool* emit, uint32_t epoch, bool* paused) {
   *emit = false;
+  if (paused) *paused = false;
   if (id == 0 || id == kBusy) return false;
   Slot& s = slots_[id & mask_];
   if (s.id.load(std::memory_order_acquire) != id) return false;
   const NameEntry* name = s.name.load(std::memory_order_relaxed);
   int64_t start = s.start_ns.load(std::memory_order_relaxed);
   uint32_t tid = s.tid.load(std::memory_order_relaxed);
+  uint32_t started = s.epoch.load(std::memory_order_relaxed);
   // Claim it; fails if a concurrent end or a newer start got there first, and then the
   // fields read above may be torn, so they are discarded.
   uint64_t expected = id;
   if (!s.id.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return false;
-  if (name && name->kept) {
+  if (started != epoch || (epoch & 1u)) {  // capture was paused during it
+    if (paused) *paused = true;
+  } else if (name && name->kept) {
     *out = RangeRecord{start, now_ns, name->id, kNoName, tid, 0, RangeKind::start_end};
     *emit = true;
   }

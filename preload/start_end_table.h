@@ -25,11 +25,14 @@ class StartEndTable {
   explicit StartEndTable(size_t slots_pow2 = 1u << 14);
 
   // Returns the NVTX range id (never 0). With a block, ids come from the caller's block.
-  uint64_t start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block = nullptr);
+  // `epoch`: pause_state.h's value when the range started.
+  uint64_t start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block = nullptr, uint32_t epoch = 0);
 
   // Closes range `id`. Returns false when the id is unknown (never started, already ended,
   // or evicted). *emit tells whether the range is a kept section and *out is filled.
-  bool end(uint64_t id, int64_t now_ns, RangeRecord* out, bool* emit);
+  // A range during which capture was paused (started paused, ends paused, or `epoch` moved
+  // on since its start) is closed but not emitted, and *paused is set when given.
+  bool end(uint64_t id, int64_t now_ns, RangeRecord* out, bool* emit, uint32_t epoch = 0, bool* paused = nullptr);
 
   uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
   // Ranges still open right now (for the "unclosed at exit" count).
@@ -43,6 +46,7 @@ class StartEndTable {
     std::atomic<const NameEntry*> name{nullptr};
     std::atomic<int64_t> start_ns{0};
     std::atomic<uint32_t> tid{0};
+    std::atomic<uint32_t> epoch{0};
   };
   std::unique_ptr<Slot[]> slots_;
   size_t mask_;

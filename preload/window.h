@@ -30,6 +30,14 @@ struct SectionWindowStats {
   std::vector<uint32_t> tid;
 };
 
+// Part of a window during which `laggard ctl` had capture paused (schema version 5).
+struct PausedSpan {
+  int64_t start_ns = 0, end_ns = 0;  // epoch ns, clipped to the window
+  std::string command;               // what paused capture: "pause", or "window" (its time was over)
+  uint64_t seq = 0;                  // that command's sequence number in the control file
+  bool ongoing = false;              // still paused when the window closed
+};
+
 struct WindowSnapshot {
   uint64_t index = 0;
   int64_t start_ns = 0;  // epoch ns
@@ -40,6 +48,7 @@ struct WindowSnapshot {
   GpuStatus gpu_status;  // for the file header
   NcclWindow nccl;       // NCCL operations (nccl_hooks/), when NCCL loaded the plugin
   GpuHealthWindow gpu_health;  // NVML samples (nvml/), when NVML could be loaded
+  std::vector<PausedSpan> paused;  // empty: capture was on for the whole window
 };
 
 }  // namespace laggard

@@ -75,6 +75,18 @@ std::string render_window(const WindowSnapshot& w, bool gpu_records) {
   }
   if (w.nccl.active) render_nccl(j, w.nccl, w.start_ns);
   if (w.gpu_health.present) render_gpu_health(j, w.gpu_health);
+  if (!w.paused.empty()) {  // schema version 5: pause and resume
+    j.key("paused").begin_array();
+    for (const PausedSpan& p : w.paused)
+      j.begin_object()
+          .field("start_ns", p.start_ns)
+          .field("end_ns", p.end_ns)
+          .field("command", p.command)
+          .field("seq", p.seq)
+          .field("ongoing", p.ongoing)
+          .end_object();
+    j.end_array();
+  }
   j.end_object();
   return s;
 }

@@ -144,6 +144,15 @@ struct LateKernelStats {
   KernelWindowStats stats;
 };
 
+// A time `laggard ctl` had capture paused (schema version 5, docs/schema.md "Version 5: pause
+// and resume"): no data was taken then, which is not data missing.
+struct PausedPeriod {
+  int64_t start_ns = 0, end_ns = 0;  // epoch ns
+  std::string command;               // what paused: "pause", or "window" (an on-demand window was over)
+  uint64_t seq = 0;                  // that command's sequence number
+  bool ongoing = false;              // still paused at the end of the rank's data
+};
+
 struct CaptureWindow {
   uint64_t index = 0;
   int64_t start_ns = 0, end_ns = 0;
@@ -174,6 +183,7 @@ struct CaptureWindow {
   std::vector<P2pCounts> p2p;
   int nccl_table = 0;                   // version 4: the plugin table NCCL called init through (0: unknown)
   std::string nccl_kernel_events;       // version 4: "on" or "off: why"
+  std::vector<PausedPeriod> paused;     // version 5: parts of this window capture was paused
 };
 
 struct RankData {
@@ -200,6 +210,7 @@ struct RankData {
   int64_t nccl_gpu_shift_ns = 0;    // fallback shift applied to this GPU's NCCL times (0: none)
   std::vector<CaptureWindow> windows;  // sorted by index
   std::vector<std::string> files;
+  std::vector<PausedPeriod> paused;  // version 5: the windows' paused parts, joined across windows
   int64_t import_time_base_ns = -1;  // version 4, imported Kineto trace: its baseTimeNanoseconds (0: none); -1: not imported
 };
 

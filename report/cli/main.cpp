@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ctl_command.h"
 #include "import_command.h"
 #include "launcher.h"
 #include "report_command.h"
@@ -144,6 +145,15 @@ int main(int argc, char** argv) {
   stacks_cmd->add_option("--format", stacks.format, "text or json")->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   stacks_cmd->add_flag("--no-lines", no_lines, "skip file:line lookup (addr2line)");
+  laggard::cli::CtlOptions ctl;
+  auto* ctl_cmd = app.add_subcommand("ctl", "pause or resume capture of a running job, or capture for N seconds");
+  ctl_cmd->add_option("dir", ctl.dir, "run directory (LAGGARD_OUT/RUN_ID), or an output directory holding one run")
+      ->required();
+  ctl_cmd->add_option("command", ctl.command, "pause, resume, or window (then SECONDS)")
+      ->required()->check(CLI::IsMember({"pause", "resume", "window"}));
+  ctl_cmd->add_option("seconds", ctl.seconds, "window: seconds of capture before pausing again")
+      ->check(CLI::Range(int64_t{1}, int64_t{7 * 24 * 3600}));
+  ctl_cmd->add_option("--run", ctl.run_id, "run id when the directory holds several");
   laggard::cli::ImportOptions imp;
   auto* import_cmd = app.add_subcommand("import", "turn PyTorch profiler (Kineto) or Nsight Systems traces into a laggard run");
   import_cmd->require_subcommand(1);
@@ -236,6 +246,7 @@ int main(int argc, char** argv) {
   }
   if (*watch_cmd) return laggard::cli::watch_command(watch, std::cout, std::cerr);
   if (*import_cmd) return laggard::cli::import_command(imp, std::cout, std::cerr);
+  if (*ctl_cmd) return laggard::cli::ctl_command(ctl, std::cout, std::cerr);
   if (*diff_cmd) return laggard::cli::diff_command(diff, std::cout, std::cerr);
   if (*trace_cmd) {
     try {

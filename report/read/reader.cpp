@@ -19,6 +19,7 @@
 #include "reader_gpu.h"
 #include "reader_integrity.h"
 #include "reader_parallel.h"
+#include "reader_pause.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
 #include "reader_segment.h"
@@ -150,6 +151,7 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
       read_gpu_window(*g, cw.start_ns, strings, cw, binary_records);
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
+    if (auto it = w.find("paused"); it != w.end()) read_paused_window(*it, cw);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("window {}: {}", cw.index, e.what()));
   }
@@ -522,6 +524,7 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
   }
   for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
   align_rank_clocks(model);
+  for (RankData& r : model.ranks) join_paused_periods(r);
 
   // World size: what the ranks say (they should agree), or what the user says.
   std::set<int> sizes;

@@ -38,6 +38,10 @@ void shift_rank(RankData& r, int64_t d) {
     shift(w.end_ns);
     for (SectionWindow& s : w.sections)
       for (Occurrence& o : s.occurrences) shift(o.start_ns);
+    for (PausedPeriod& p : w.paused) {
+      shift(p.start_ns);
+      shift(p.end_ns);
+    }
     for (GpuActivity& a : w.gpu) {
       shift(a.start_ns);
       shift(a.end_ns);

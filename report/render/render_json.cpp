@@ -1,4 +1,5 @@
 #include "render.h"
+#include "render_paused.h"
 
 namespace laggard::report {
 namespace {
@@ -101,6 +102,7 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
                         {"message", p.message}});
   j["problems"] = std::move(problems);
   j["other_runs"] = model.other_runs;
+  j["paused"] = paused_json(model);  // `laggard ctl`: capture off on purpose, not missing data
   return j;
 }
 

@@ -6,6 +6,7 @@
 
 #include "render.h"
 #include "render_analyses.h"
+#include "render_paused.h"
 #include "score_text.h"
 #include "text_lists.h"
 
@@ -102,6 +103,7 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     for (const auto& r : model.other_runs) out << ' ' << r;
     out << '\n';
   }
+  render_paused_text(model, out);
 
   out << "\nProblems: " << (model.problems.empty() ? "none\n" : "\n");
   problems_text(model, top, out);
