@@ -51,6 +51,20 @@ void Recorder::add_sample(const RangeRecord& r) {
   }
 }
 
+// A sample goes to the window that counts it. A range counted just after the flip (in the table
+// the next drain takes) can still reach the ring before it is drained: it waits for that drain,
+// else the window would store an occurrence its count does not include.
+void Recorder::take_samples(ThreadBuffer& t, bool exited) {
+  std::vector<RangeRecord> waiting;
+  waiting.swap(t.counted_next);
+  for (const RangeRecord& r : waiting) add_sample(r);  // their table is the one just taken
+  const uint8_t taken = t.totals.taken_index();
+  t.ranges.drain([&](const RangeRecord& r) {
+    if (exited || r.counted_in == taken) add_sample(r);  // an exited thread's tables are both taken
+    else t.counted_next.push_back(r);
+  });
+}
+
 void Recorder::drain() {
   std::vector<ThreadBuffer*> live;
   {
@@ -74,7 +88,7 @@ void Recorder::drain() {
     // Statistics first: a sample that arrives without its totals (added in between) would be
     // an occurrence the window's count does not include.
     t->totals.take([this](uint32_t name, uint32_t parent, const RangeTotals& tot) { add_totals(name, parent, tot); });
-    t->ranges.drain([this](const RangeRecord& r) { add_sample(r); });
+    take_samples(*t, exited[i]);
     Baseline& b = baselines_[t];
     auto delta = [](const std::atomic<uint64_t>& now, uint64_t& seen) {
       uint64_t v = now.load(std::memory_order_relaxed);

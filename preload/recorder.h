@@ -34,6 +34,9 @@ struct ThreadBuffer {
   std::atomic<uint64_t> unmatched_end{0};
   std::atomic<int> open_depth{0};    // push/pop ranges open right now
   std::atomic<bool> exited{false};   // the thread is gone; drain once more, then free
+  // Flush thread only: samples drained before their statistics, which were counted after the
+  // flip in the table the next drain takes; they join the window of their count then.
+  std::vector<RangeRecord> counted_next;
 
   // Occurrences of one (section, parent) a thread offers to the sample between two drains
   // (20 a second): 2560 a second per key, more than a 10 s window's reservoir (2048) draws
@@ -42,8 +45,9 @@ struct ThreadBuffer {
 
   // A completed kept range: into the statistics, and offered to the sample.
   void add(const RangeRecord& r) {
-    uint64_t n = totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0);
-    if (n <= kSamplesPerKeyPerDrain) ranges.push(r);  // not sampled: the recorder counts count - stored
+    RangeRecord kept = r;
+    uint64_t n = totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0, &kept.counted_in);
+    if (n <= kSamplesPerKeyPerDrain) ranges.push(kept);  // not sampled: the recorder counts count - stored
   }
   static void bump(std::atomic<uint64_t>& c) {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -89,6 +93,7 @@ class Recorder {
   };
 
   void add_sample(const RangeRecord& r);
+  void take_samples(ThreadBuffer& t, bool exited);
   void add_totals(uint32_t name, uint32_t parent, const RangeTotals& t);
   void fit_window_budget();
   uint64_t next_random();

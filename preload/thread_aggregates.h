@@ -48,8 +48,10 @@ class ThreadAggregates {
 
   // Owning thread. May allocate when a new key needs a larger table (rare, like interning).
   // Inline: this is the NVTX hot path (a few stores, one probe).
-  // Returns how many ranges of this key the thread added since the flush thread last took them.
-  uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns) {
+  // Returns how many ranges of this key the thread added since the flush thread last took them;
+  // *table says which of the two tables counted this one (the flush thread's taken_index()
+  // tells whether that table's counts are the ones it is taking now).
+  uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns, uint8_t* table) {
     const uint32_t outer = busy_.load(std::memory_order_relaxed);  // >0 only in a nested signal handler
     busy_.store(outer + 1, std::memory_order_relaxed);
     // Orders the busy mark before reading active_: a compiler barrier suffices when the flush
@@ -57,7 +59,9 @@ class ThreadAggregates {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(writers_fence_.load(std::memory_order_relaxed), 0))
       std::atomic_thread_fence(std::memory_order_seq_cst);
-    Table& t = tables_[active_.load(std::memory_order_relaxed)];
+    const int index = active_.load(std::memory_order_relaxed);
+    *table = static_cast<uint8_t>(index);
+    Table& t = tables_[index];
     const uint64_t key = (uint64_t(name) << 32 | parent) + 1;
     Slot& s = t.slots[slot_of(key, t.mask)];
     if (__builtin_expect(s.key == key, 1)) {
@@ -87,6 +91,9 @@ class ThreadAggregates {
       if (s.key) f(static_cast<uint32_t>((s.key - 1) >> 32), static_cast<uint32_t>(s.key - 1), s.totals);
     t.clear();
   }
+
+  // Flush thread, after flip(): the table take() reads (the one written before the flip).
+  uint8_t taken_index() const { return static_cast<uint8_t>(active_.load(std::memory_order_relaxed) ^ 1); }
 
   // Once, before capture starts: registers for membarrier; writers fence when that fails.
   static void init_handover();

@@ -118,7 +118,7 @@ TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   ASSERT_EQ(run_demo(4, {"--steps", "12"}).exit_code, 0);
   std::string first_run;
   for (const auto& e : std::filesystem::directory_iterator(out())) first_run = e.path().string();
-  ASSERT_EQ(run_demo(4, {"--steps", "12", "--slow-rank", "1", "--slow-section", "backward", "--slow-factor", "2"})
+  ASSERT_EQ(run_demo(4, {"--steps", "12", "--slow-rank", "1", "--slow-section", "backward", "--slow-factor", "3"})
                 .exit_code,
             0);
   // The newest run is the slow one; a cut to ranks 2-3 hides rank 1's problem.
@@ -139,12 +139,15 @@ TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   std::string second_run;
   for (const auto& e : std::filesystem::directory_iterator(out()))
     if (e.path().string() != first_run) second_run = e.path().string();
-  ProcessResult diff = run_process({kLaggard, "diff", first_run, second_run, "--format", "json"}, clean_env());
+  // Sleep-based sections on a busy machine move by 10-15 % between two runs by themselves: the
+  // threshold sits between that noise and the injected +50 %.
+  ProcessResult diff =
+      run_process({kLaggard, "diff", first_run, second_run, "--format", "json", "--threshold", "0.3"}, clean_env());
   ASSERT_EQ(diff.exit_code, 0) << diff.err;
   nlohmann::json d = nlohmann::json::parse(diff.out);
   std::map<std::string, std::string> status;
   for (const auto& e : d["sections"]) status[e["name"]] = e["status"];
-  EXPECT_EQ(status["backward"], "changed");  // rank 1 of 4 doubled: +25 % total time per rank
+  EXPECT_EQ(status["backward"], "changed");  // rank 1 of 4 tripled: +50 % total time per rank
   EXPECT_EQ(status["attention"], "same");
   ProcessResult text = run_process({kLaggard, "diff", first_run, second_run}, clean_env());
   EXPECT_NE(text.out.find("NVTX sections"), std::string::npos) << text.out;
