@@ -77,8 +77,13 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     return 2;
   }
   bar.clear();  // the report and its warnings start on a clean line
+  ReportOptions analysing = o;  // the bar goes on through the analyses of a long merge
+  analysing.on_stage = [&bar](const std::string& name) {
+    if (name.empty()) bar.clear();
+    else bar.update("analysing: " + name, -1);
+  };
   try {  // the last line of defence: a message and exit code 2, never an abort
-    return report_model(model, o, out, err);
+    return report_model(model, analysing, out, err);
   } catch (const std::exception& e) {
     err << "laggard report: internal error: " << e.what() << '\n';
     return 2;
@@ -126,15 +131,23 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     err << "laggard report: " << e.what() << '\n';
     return 2;
   }
+  auto stage = [&o](const char* name) {
+    if (o.on_stage) o.on_stage(name);
+  };
   if (o.format == "text") model = report::escaped_for_text(model);  // names from files reach a terminal
+  stage("section scores");
   report::ScoreReport scores = report::compute_scores(model, o.scores);
+  stage("GPU scores");
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
+  stage("NCCL collectives");
   report::CommReport comm = report::analyze_collectives(model, scores);
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
+  stage("steps, jitter, breakdown, verdict");
   report::Analyses analyses =
       report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
   report::HealthReport health = report::analyze_gpu_health(model);
   report::link_gpu_health(analyses.verdict, health);
+  stage("");  // the output starts on a clean line
   // The page first: a reader of stdout that stops early (| head) must not cost the file.
   const bool html_written = o.html.empty() || write_html(model, scores, analyses, health, o, cut_text, err);
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ostream>
+#include <functional>
 #include <string>
 
 #include "analyses.h"
@@ -16,6 +17,8 @@ struct ReportOptions {
   std::string format = "text";   // text | json | csv
   std::string output;            // file; empty: stdout. csv: the directory for one file per table
   std::string html;              // also write the HTML page here (render_html.h); empty: none
+  // Told the name of each analysis as it starts, and "" before any output (the progress bar).
+  std::function<void(const std::string&)> on_stage;
   report::ReadOptions read;
   report::ScoreOptions scores;
   report::AnalysisOptions analyses;

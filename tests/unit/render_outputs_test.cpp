@@ -286,5 +286,24 @@ TEST(ScoreDigits, VerdictShowsTheDigitsThatDecide) {
   EXPECT_NE(text.find("relative   0.7496  8/8 windows"), std::string::npos) << text;  // the stragglers table too
 }
 
+
+// The progress bar goes on through the analyses of a long merge (issue 15): report_model names
+// each analysis as it starts and says "" (wipe the bar) before the first byte of output.
+TEST(Progress, ReportNamesEachAnalysisThenClearsBeforeOutput) {
+  RunModel m = synth::make_run(small_spec());
+  std::vector<std::string> stages;
+  std::ostringstream out, err;
+  cli::ReportOptions o;
+  o.on_stage = [&](const std::string& s) {
+    stages.push_back(s);
+    if (s.empty()) EXPECT_EQ(out.str(), "") << "output began before the bar was wiped";
+  };
+  ASSERT_EQ(cli::report_model(m, o, out, err), 0) << err.str();
+  ASSERT_GE(stages.size(), 3u);
+  EXPECT_EQ(stages.front(), "section scores");
+  EXPECT_EQ(stages.back(), "");
+  EXPECT_FALSE(out.str().empty());
+}
+
 }  // namespace
 }  // namespace laggard::report
