@@ -225,8 +225,14 @@ int drive(Table* table, const Options& o, int rank, int world, bool v5_events) {
   auto end_at = [&](int i) {
     return o.base_ns + int64_t(i) * step_ns + (anyone_late ? late_ns : 0) + 5000 + 300'000 + jitter(rank + 100, i) / 10;
   };
+  // Paced against the loop's start, not step by step: the GPU times above follow a fixed
+  // timeline, as a real GPU's follow the host that launches its kernels. Relative sleeps let a
+  // host hiccup (milliseconds under ASan on a loaded machine) shift every later callback
+  // against that timeline: a step in the proxy's apparent lag, which with the proxy thread's
+  // slow start made prompt ops look 'after_callback' (NcclEndToEnd tests lost 2 of 60 ops).
+  const auto loop_start = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000)));
+    std::this_thread::sleep_until(loop_start + std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000 * (i + 1))));
     void* api = nullptr;
     if constexpr (!std::is_same_v<Descr, nabi::DescrV4>) {
       Descr g{};
