@@ -100,7 +100,7 @@ struct StatEntry {
 
 struct RankBuild {
   std::vector<StatEntry> entries;
-  std::vector<std::string> sections;  // in order of first appearance
+  std::vector<uint32_t> sections;  // string ids, in order of first appearance
 };
 
 // Folds sorted entries of one (scope, window) into a KernelMap: one KernelAcc per key.
@@ -124,7 +124,7 @@ KernelMap fold(std::vector<StatEntry>::const_iterator b, std::vector<StatEntry>:
 }
 
 // The rank's gathered statistics as its scopes, whole run and per report window.
-RankAcc build_rank(RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
+RankAcc build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
   auto order = [](const StatEntry& a, const StatEntry& b) {
     return std::tie(a.scope, a.window, a.key) < std::tie(b.scope, b.window, b.key);
   };
@@ -133,7 +133,8 @@ RankAcc build_rank(RankBuild& rb, std::vector<std::pair<double, double>>& scratc
   for (auto b = rb.entries.begin(); b != rb.entries.end();) {
     auto e = std::find_if(b, rb.entries.end(),
                           [&](const StatEntry& x) { return x.scope != b->scope || x.window != b->window; });
-    Scoped& sc = b->scope == 0 ? acc.all : acc.sections[rb.sections[b->scope - 1]];
+    const uint32_t section = b->scope == 0 ? 0 : rb.sections[b->scope - 1];
+    Scoped& sc = b->scope == 0 ? acc.all : acc.sections[section == StringTable::kNone ? kNoSection : strings.at(section)];
     if (b->window < 0) sc.whole = fold(b, e, scratch);
     else sc.by_window.emplace_back(b->window, fold(b, e, scratch));
     b = e;
@@ -235,10 +236,9 @@ void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu
   g.kernel_count += s.count;
   g.kernel_ns += s.total_ns;
   RankBuild& rb = w.build;
-  const std::string& section = s.section == StringTable::kNone ? kNoSection : w.model.strings.at(s.section);
-  auto found = std::find(rb.sections.begin(), rb.sections.end(), section);
+  auto found = std::find(rb.sections.begin(), rb.sections.end(), s.section);
   const int scope = 1 + static_cast<int>(found - rb.sections.begin());
-  if (found == rb.sections.end()) rb.sections.push_back(section);
+  if (found == rb.sections.end()) rb.sections.push_back(s.section);
   StatEntry e{0, -1, KernelKey{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}},
               double(s.median_ns), double(s.count), double(s.total_ns), s.count};
   for (int sc : {0, scope})
@@ -264,7 +264,7 @@ void gather(GpuWork& w) {
       const int k = report_window(w, cw);
       for (const KernelWindowStats& s : cw.kernel_stats) add_stats(w, ri, k, s, g);
     }
-    w.acc[ri] = build_rank(w.build, w.scratch);
+    w.acc[ri] = build_rank(w.model.strings, w.build, w.scratch);
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
     g.unmatched = counter(r.dropped, "unmatched_correlation");
     g.buffer_full = counter(r.dropped, "gpu_buffer_full");
