@@ -84,8 +84,14 @@ int main(int argc, char** argv) {
                  "rank=N[,section=fwd|bwd|opt][,factor=X][,delay_ms=X][,steps=A:B] (repeatable): factor slows the "
                  "rank's compute kernels (in the section, else all: a slow GPU); delay_ms makes it launch the "
                  "all-reduce late");
+  std::string format = "binary";
+  app.add_option("--format", format,
+                 "binary: schema v5 appended frames, as LAGGARD_FILE_FORMAT=binary writes them; json: JSON segments")
+      ->check(CLI::IsMember({"binary", "json"}))
+      ->capture_default_str();
   app.add_option("--jobs", jobs, "threads writing ranks (the files do not depend on it)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  spec.binary = format == "binary";
 
   for (const std::string& s : stragglers) {
     std::string error;

@@ -33,6 +33,7 @@ struct Spec {
   uint64_t seed = 1;
   double jitter = 0.01;       // +- relative noise on every duration
   bool summaries_only = false;  // window summaries only: no per-kernel records, no NVTX occurrences
+  bool binary = true;           // schema v5 appended binary frames (LAGGARD_FILE_FORMAT=binary); false: JSON
   std::vector<Straggler> stragglers;
 };
 

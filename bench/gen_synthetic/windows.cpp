@@ -229,6 +229,7 @@ std::string write_rank(const Job& job, int rank, const std::string& run_dir, Ran
   const FileInfo info = file_info(job, rank);
   const int windows = (spec.steps + spec.steps_per_window - 1) / spec.steps_per_window;
   SegmentWriter writer(run_dir, info, windows);
+  writer.set_format(spec.binary ? FileFormat::binary : FileFormat::json);
   WindowBuilder builder(job, rank);
   DropCounters dropped;
   int64_t window_start = info.process_start_ns;

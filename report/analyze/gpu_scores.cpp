@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "stats.h"
 
@@ -18,34 +19,23 @@ namespace {
 struct KernelKey {
   uint32_t name;
   uint32_t grid[3], block[3];
-  bool operator<(const KernelKey& o) const {
-    return std::tie(name, grid[0], grid[1], grid[2], block[0], block[1], block[2]) <
-           std::tie(o.name, o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2]);
-  }
+  auto tie() const { return std::tie(name, grid[0], grid[1], grid[2], block[0], block[1], block[2]); }
+  bool operator<(const KernelKey& o) const { return tie() < o.tie(); }
+  bool operator==(const KernelKey& o) const { return tie() == o.tie(); }
 };
 
 struct KernelAcc {
-  std::vector<std::pair<double, double>> medians;  // (window median, executions it stands for)
+  KernelKey key;
+  double median = 0;  // weighted median of the window medians it gathers
   double total_ns = 0;
   uint64_t count = 0;
-  // Read many times once gathering is done (references, scores): computed once.
-  double median() const {
-    if (!median_known) {
-      median_value = weighted_median(medians);
-      median_known = true;
-    }
-    return median_value;
-  }
-
- private:
-  mutable double median_value = 0;
-  mutable bool median_known = false;
 };
-using KernelMap = std::map<KernelKey, KernelAcc>;
+// Flat and sorted by key (no node per kernel): at 10,000 ranks the maps were the hot spot.
+using KernelMap = std::vector<KernelAcc>;
 
 struct Scoped {
   KernelMap whole;
-  std::map<int, KernelMap> by_window;  // report window -> kernels
+  std::vector<std::pair<int, KernelMap>> by_window;  // (report window, kernels), by window
 };
 
 struct RankAcc {
@@ -53,18 +43,28 @@ struct RankAcc {
   std::map<std::string, Scoped> sections;
 };
 
-using Reference = std::map<KernelKey, double>;
+using Reference = std::vector<std::pair<KernelKey, double>>;  // sorted by key
+
+const double* find_in(const Reference& ref, const KernelKey& key) {
+  auto it = std::lower_bound(ref.begin(), ref.end(), key, [](const auto& e, const KernelKey& k) { return e.first < k; });
+  return it != ref.end() && it->first == key ? &it->second : nullptr;
+}
+
+const KernelAcc* find_in(const KernelMap& m, const KernelKey& key) {
+  auto it = std::lower_bound(m.begin(), m.end(), key, [](const KernelAcc& a, const KernelKey& k) { return a.key < k; });
+  return it != m.end() && it->key == key ? &*it : nullptr;
+}
 
 // NVRx's weighted average; no value when no kernel has a reference.
 std::optional<double> weighted_score(const KernelMap& mine, const Reference& ref) {
   double num = 0, den = 0;
   int common = 0;
-  for (const auto& [key, acc] : mine) {
-    auto it = ref.find(key);
-    if (it == ref.end()) continue;
+  for (const KernelAcc& acc : mine) {
+    const double* best = find_in(ref, acc.key);
+    if (!best) continue;
     ++common;
-    double med = acc.median();
-    double ratio = med > 0 ? std::min(1.0, it->second / med) : 1.0;
+    double med = acc.median;
+    double ratio = med > 0 ? std::min(1.0, *best / med) : 1.0;
     num += ratio * acc.total_ns;
     den += acc.total_ns;
   }
@@ -76,36 +76,83 @@ std::optional<double> weighted_score(const KernelMap& mine, const Reference& ref
 Reference common_minimum(const std::vector<const KernelMap*>& maps) {
   Reference ref;
   if (maps.empty()) return ref;
-  for (const auto& [key, acc] : *maps.front()) {
-    double best = acc.median();
+  for (const KernelAcc& acc : *maps.front()) {
+    double best = acc.median;
     bool everywhere = true;
     for (size_t i = 1; i < maps.size() && everywhere; ++i) {
-      auto it = maps[i]->find(key);
-      if (it == maps[i]->end()) everywhere = false;
-      else best = std::min(best, it->second.median());
+      const KernelAcc* other = find_in(*maps[i], acc.key);
+      if (!other) everywhere = false;
+      else best = std::min(best, other->median);
     }
-    if (everywhere) ref[key] = best;
+    if (everywhere) ref.emplace_back(acc.key, best);
   }
   return ref;
 }
 
-void add(KernelMap& m, const KernelWindowStats& s) {
-  KernelKey key{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}};
-  KernelAcc& a = m[key];
-  a.medians.emplace_back(double(s.median_ns), double(s.count));
-  a.total_ns += double(s.total_ns);
-  a.count += s.count;
+// One kernel statistic on its way into a rank's scopes: sorted, then folded into KernelMaps.
+struct StatEntry {
+  int scope;   // 0: all compute kernels; else 1 + index of the section in RankBuild::sections
+  int window;  // report window; -1: the whole run
+  KernelKey key;
+  double median, count, total_ns;
+  uint64_t executions;
+};
+
+struct RankBuild {
+  std::vector<StatEntry> entries;
+  std::vector<uint32_t> sections;  // string ids, in order of first appearance
+};
+
+// Folds sorted entries of one (scope, window) into a KernelMap: one KernelAcc per key.
+KernelMap fold(std::vector<StatEntry>::const_iterator b, std::vector<StatEntry>::const_iterator e,
+               std::vector<std::pair<double, double>>& scratch) {
+  KernelMap m;
+  while (b != e) {
+    auto same = std::find_if(b, e, [&](const StatEntry& x) { return !(x.key == b->key); });
+    KernelAcc a{b->key};
+    scratch.clear();
+    for (auto it = b; it != same; ++it) {
+      scratch.emplace_back(it->median, it->count);
+      a.total_ns += it->total_ns;
+      a.count += it->executions;
+    }
+    a.median = scratch.size() == 1 ? scratch[0].first : weighted_median(scratch);
+    m.push_back(a);
+    b = same;
+  }
+  return m;
+}
+
+// The rank's gathered statistics as its scopes, whole run and per report window.
+RankAcc build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
+  auto order = [](const StatEntry& a, const StatEntry& b) {
+    return std::tie(a.scope, a.window, a.key) < std::tie(b.scope, b.window, b.key);
+  };
+  std::stable_sort(rb.entries.begin(), rb.entries.end(), order);
+  RankAcc acc;
+  for (auto b = rb.entries.begin(); b != rb.entries.end();) {
+    auto e = std::find_if(b, rb.entries.end(),
+                          [&](const StatEntry& x) { return x.scope != b->scope || x.window != b->window; });
+    const uint32_t section = b->scope == 0 ? 0 : rb.sections[b->scope - 1];
+    Scoped& sc = b->scope == 0 ? acc.all : acc.sections[section == StringTable::kNone ? kNoSection : strings.at(section)];
+    if (b->window < 0) sc.whole = fold(b, e, scratch);
+    else sc.by_window.emplace_back(b->window, fold(b, e, scratch));
+    b = e;
+  }
+  rb.entries.clear();
+  rb.sections.clear();
+  return acc;
 }
 
 uint64_t count_of(const KernelMap& m) {
   uint64_t n = 0;
-  for (const auto& [k, a] : m) n += a.count;
+  for (const KernelAcc& a : m) n += a.count;
   return n;
 }
 
 int64_t time_of(const KernelMap& m) {
   double t = 0;
-  for (const auto& [k, a] : m) t += a.total_ns;
+  for (const KernelAcc& a : m) t += a.total_ns;
   return static_cast<int64_t>(t);
 }
 
@@ -132,7 +179,8 @@ struct TopAcc {
   GpuTopKernel kernel;
   size_t last_rank = SIZE_MAX;  // rank index that counted last (ranks come in order)
 };
-using TopMap = std::map<std::string, std::map<std::string, TopAcc>>;
+// Keyed by (section string, name string) ids: no string compared per statistic.
+using TopMap = std::unordered_map<uint64_t, TopAcc>;
 
 // What the steps of compute_gpu_scores pass on to each other.
 struct GpuWork {
@@ -142,6 +190,8 @@ struct GpuWork {
   int nwin = 1;
   double window_ns = 1e10;
   std::vector<RankAcc> acc;                              // per rank index
+  RankBuild build;                                       // the rank being gathered
+  std::vector<std::pair<double, double>> scratch;
   TopMap top;
   std::vector<std::map<int, GpuWindowRank>> per_window;  // per rank index
   // Where each rank's scores sit in out.windows: (window, index in it), by window.
@@ -156,12 +206,9 @@ int report_window(const GpuWork& w, const CaptureWindow& cw) {
 
 // Counts and times of one kernel statistic on the rank; compute kernels go into the scopes.
 void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu& g) {
-  const std::string& section = s.section == StringTable::kNone ? kNoSection : w.model.strings.at(s.section);
-  const std::string& name = w.model.strings.at(s.name);
   g.has_data = true;
   g.records += s.count;
-  TopAcc& t = w.top[section][name];
-  t.kernel.name = name;
+  TopAcc& t = w.top[uint64_t(s.section) << 32 | s.name];
   t.kernel.count += s.count;
   t.kernel.total_ns += s.total_ns;
   t.kernel.nccl = s.nccl;
@@ -188,12 +235,18 @@ void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu
   }
   g.kernel_count += s.count;
   g.kernel_ns += s.total_ns;
-  RankAcc& acc = w.acc[ri];
-  add(acc.all.whole, s);
-  add(acc.all.by_window[k], s);
-  Scoped& sec = acc.sections[section];
-  add(sec.whole, s);
-  add(sec.by_window[k], s);
+  RankBuild& rb = w.build;
+  auto found = std::find(rb.sections.begin(), rb.sections.end(), s.section);
+  const int scope = 1 + static_cast<int>(found - rb.sections.begin());
+  if (found == rb.sections.end()) rb.sections.push_back(s.section);
+  StatEntry e{0, -1, KernelKey{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}},
+              double(s.median_ns), double(s.count), double(s.total_ns), s.count};
+  for (int sc : {0, scope})
+    for (int win : {-1, k}) {
+      e.scope = sc;
+      e.window = win;
+      rb.entries.push_back(e);
+    }
 }
 
 // Per rank, per scope, whole run and per report window.
@@ -211,6 +264,7 @@ void gather(GpuWork& w) {
       const int k = report_window(w, cw);
       for (const KernelWindowStats& s : cw.kernel_stats) add_stats(w, ri, k, s, g);
     }
+    w.acc[ri] = build_rank(w.model.strings, w.build, w.scratch);
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
     g.unmatched = counter(r.dropped, "unmatched_correlation");
     g.buffer_full = counter(r.dropped, "gpu_buffer_full");
@@ -245,10 +299,11 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
     whole.relative = weighted_score(s->whole, whole_ref);
     Reference best_so_far;  // NVRx's rank historical minimum, updated before scoring
     for (const auto& [k, m] : s->by_window) {
-      for (const auto& [key, a] : m) {
-        double med = a.median();
-        auto it = best_so_far.find(key);
-        if (it == best_so_far.end() || med < it->second) best_so_far[key] = med;
+      for (const KernelAcc& a : m) {
+        auto it = std::lower_bound(best_so_far.begin(), best_so_far.end(), a.key,
+                                   [](const auto& e, const KernelKey& key) { return e.first < key; });
+        if (it == best_so_far.end() || !(it->first == a.key)) best_so_far.insert(it, {a.key, a.median});
+        else it->second = std::min(it->second, a.median);
       }
       GpuScore ws;
       ws.kernels = count_of(m);
@@ -326,9 +381,13 @@ void flag_stragglers(GpuWork& w) {
 }
 
 void list_top_kernels(GpuWork& w, size_t top_n) {
-  for (auto& [section, kernels] : w.top) {
-    std::vector<GpuTopKernel> list;
-    for (auto& [name, t] : kernels) list.push_back(t.kernel);
+  std::map<std::string, std::vector<GpuTopKernel>> by_section;
+  for (auto& [ids, t] : w.top) {
+    const auto section = static_cast<uint32_t>(ids >> 32), name = static_cast<uint32_t>(ids);
+    t.kernel.name = w.model.strings.at(name);
+    by_section[section == StringTable::kNone ? kNoSection : w.model.strings.at(section)].push_back(t.kernel);
+  }
+  for (auto& [section, list] : by_section) {
     std::sort(list.begin(), list.end(), [](const GpuTopKernel& a, const GpuTopKernel& b) {
       return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
     });

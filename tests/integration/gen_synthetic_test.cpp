@@ -106,6 +106,24 @@ TEST_F(GenSynthetic, SummariesOnlyKeepsStatisticsWithoutRecords) {
   EXPECT_FALSE(rep["jitter"]["available"].get<bool>());  // no per-kernel records to compare
 }
 
+// --format binary (the default) writes schema v5 frames, --format json the JSON segments; the
+// report is the same from either.
+TEST_F(GenSynthetic, BinaryAndJsonFormatsGiveTheSameReport) {
+  const std::vector<std::string> s = {"--straggler", "rank=5,section=fwd,factor=1.3"};
+  std::vector<std::string> bin = s, json = s;
+  bin.insert(bin.end(), {"--format", "binary"});
+  json.insert(json.end(), {"--format", "json"});
+  ASSERT_EQ(generate(dir + "/bin", bin).exit_code, 0);
+  ASSERT_EQ(generate(dir + "/json", json).exit_code, 0);
+  for (const auto& [name, bytes] : files_of(dir + "/bin")) EXPECT_EQ(bytes.substr(0, 4), "LGF5") << name;
+  for (const auto& [name, bytes] : files_of(dir + "/json")) EXPECT_EQ(bytes.substr(0, 1), "{") << name;
+  nlohmann::json a = report_of(dir + "/bin"), b = report_of(dir + "/json");
+  ASSERT_FALSE(a.is_discarded());
+  ASSERT_FALSE(b.is_discarded());
+  for (const char* part : {"verdict", "stragglers", "ranks", "gpu"}) EXPECT_EQ(a[part], b[part]) << part;
+  EXPECT_EQ(blamed_ranks(a), std::set<int>{5});
+}
+
 TEST_F(GenSynthetic, BadStragglerIsAClearError) {
   ProcessResult r = generate(out(), {"--straggler", "rank=99,factor=2"});
   EXPECT_EQ(r.exit_code, 2);
