@@ -124,6 +124,7 @@ std::string explain(const Decomposition& d, const RankJitter& rj, const JitterRe
       return fmt::format("{:.0f} % of it is memory copies/sets taking {:.3f} ms longer per step", 100 * d.share,
                          ms(d.memory));
     case Cause::unknown:
+    case Cause::gpu_health:  // set later from NVML telemetry (link_gpu_health), never decided here
       break;
   }
   return fmt::format("no single cause explains it (GPU compute {:.3f} ms, host gaps {:.3f} ms, before the "

@@ -287,9 +287,11 @@ TEST_F(Cupti, TorchProfilerStarvesItsWindowsThenLaggardTakesTheActivityApiBack) 
       if (g.value("clock_ticks_per_ns", 1.0) != 1.0 && !g.contains("clock_problem") && !g["kernels"].empty()) {
         converted = true;
         EXPECT_NEAR(g["clock_ticks_per_ns"].get<double>(), 2.5, 0.025);
-        for (const json& k : g["kernels"])
-          if (g["strings"][k["name"].get<int>()] == "fwd_gemm")  // 100000 cycles at 2.5 per ns
+        for (const json& k : g["kernels"]) {
+          if (g["strings"][k["name"].get<int>()] == "fwd_gemm") {  // 100000 cycles at 2.5 per ns
             EXPECT_NEAR(k["median_ns"].get<double>(), 40'000, 400) << k;
+          }
+        }
       }
     }
   EXPECT_TRUE(starved);
