@@ -152,7 +152,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   const bool html_written = o.html.empty() || write_html(model, scores, analyses, health, o, cut_text, err);
 
   if (o.format == "csv") {  // one file per table in the directory -o names
-    if (std::string e = report::write_csv_tables(report::render_csv(model, scores, analyses), o.output); !e.empty()) {
+    if (std::string e = report::write_csv_tables(report::render_csv(model, scores, analyses, cut_text), o.output); !e.empty()) {
       err << "laggard report: " << e << '\n';
       return 2;
     }

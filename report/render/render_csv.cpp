@@ -23,6 +23,19 @@ std::string join(const std::vector<int>& v) {  // "0 3 5": one cell, no comma to
   return s;
 }
 
+// What the other tables cover: a spreadsheet of a cut run must say so, as the text and HTML do.
+CsvTable run(const RunModel& m, const Analyses& a, const std::string& cut) {
+  CsvTable t{"run", {"key", "value"}, {}};
+  t.rows.push_back({"run_dir", text(m.dir)});
+  t.rows.push_back({"run_id", text(m.run_id)});
+  t.rows.push_back({"ranks", count(m.ranks.size())});
+  t.rows.push_back({"world_size", m.world_size >= 0 ? integer(m.world_size) : ""});
+  t.rows.push_back({"steps", integer(a.steps.count())});
+  t.rows.push_back({"steps_from", text(a.steps.source)});
+  t.rows.push_back({"cut", text(cut)});
+  return t;
+}
+
 CsvTable problems(const RunModel& m) {
   CsvTable t{"problems", {"kind", "rank", "file", "message"}, {}};
   for (const Problem& p : m.problems)
@@ -216,8 +229,9 @@ std::string CsvTable::str() const {
   return out;
 }
 
-std::vector<CsvTable> render_csv(const RunModel& model, const ScoreReport& scores, const Analyses& a) {
-  return {problems(model),       findings(a),         stragglers(scores),         sections(scores),
+std::vector<CsvTable> render_csv(const RunModel& model, const ScoreReport& scores, const Analyses& a,
+                                 const std::string& cut) {
+  return {run(model, a, cut),    problems(model),       findings(a),         stragglers(scores),         sections(scores),
           rank_sections(scores), window_scores(scores), gpu_ranks(a.gpu),        gpu_rank_sections(a.gpu),
           comm_ranks(a.comm),    jitter_steps(a.jitter), jitter_ranks(a.jitter), breakdown_ranks(a.breakdown)};
 }

@@ -32,8 +32,10 @@ std::string csv_text(std::string_view s);
 // A number cell; NaN and infinities give an empty cell.
 std::string csv_number(double x);
 
-// Every table of the report, in the order the text report shows them.
-std::vector<CsvTable> render_csv(const RunModel& model, const ScoreReport& scores, const Analyses& analyses);
+// Every table of the report, in the order the text report shows them, after a `run` table of
+// key/value rows saying what they cover (cut: describe_cut's text, "" when none).
+std::vector<CsvTable> render_csv(const RunModel& model, const ScoreReport& scores, const Analyses& analyses,
+                                 const std::string& cut = "");
 
 // Writes DIR/<name>.csv for each table (creating DIR); returns "" or what went wrong.
 std::string write_csv_tables(const std::vector<CsvTable>& tables, const std::string& dir);

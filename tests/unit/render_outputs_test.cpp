@@ -82,7 +82,7 @@ TEST(Csv, EveryTableIsWrittenAndReadsBack) {
   std::ostringstream out, err;
   ASSERT_EQ(cli::report_model(m, o, out, err), 0) << err.str();
   EXPECT_TRUE(out.str().empty());
-  for (const char* t : {"problems", "findings", "stragglers", "sections", "rank_sections", "window_scores",
+  for (const char* t : {"run", "problems", "findings", "stragglers", "sections", "rank_sections", "window_scores",
                         "gpu_ranks", "gpu_rank_sections", "comm_ranks", "jitter_steps", "jitter_ranks",
                         "breakdown_ranks"})
     EXPECT_TRUE(std::filesystem::exists(dir.path / "tables" / (std::string(t) + ".csv"))) << t;
@@ -106,6 +106,32 @@ TEST(Csv, EveryTableIsWrittenAndReadsBack) {
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << slurp(dir.path / "py.out");
   std::cout << slurp(dir.path / "py.out");
+}
+
+TEST(Csv, TheRunTableSaysWhatTheOtherTablesCover) {
+  testing::TempDir dir("laggard-csv-cut");
+  cli::ReportOptions o;
+  o.format = "csv";
+  o.output = (dir.path / "whole").string();
+  std::ostringstream out, err;
+  RunModel whole = synth::make_run(small_spec());
+  ASSERT_EQ(cli::report_model(whole, o, out, err), 0) << err.str();
+  std::string run = slurp(dir.path / "whole" / "run.csv");
+  EXPECT_EQ(run.substr(0, run.find('\n')), "key,value");
+  EXPECT_NE(run.find("\ncut,\n"), std::string::npos) << run;  // no cut: an empty cell
+
+  o.output = (dir.path / "cut").string();
+  o.cut.ranks = {0, 1};
+  o.cut.steps = {{2, 3}};
+  RunModel cut = synth::make_run(small_spec());
+  ASSERT_EQ(cli::report_model(cut, o, out, err), 0) << err.str();
+  run = slurp(dir.path / "cut" / "run.csv");
+  EXPECT_NE(run.find("\nranks,2\n"), std::string::npos) << run;
+  const size_t at = run.find("\ncut,");
+  ASSERT_NE(at, std::string::npos) << run;
+  const std::string cut_cell = run.substr(at + 5, run.find('\n', at + 1) - at - 5);
+  EXPECT_NE(cut_cell.find("2"), std::string::npos) << run;  // the steps, as describe_cut says them
+  EXPECT_FALSE(cut_cell.empty()) << run;
 }
 
 TEST(Csv, NeedsADirectory) {
@@ -145,8 +171,8 @@ TEST(Trace, EveryKernelHasAnArrowFromItsLaunchAsKinetoDrawsIt) {
       const std::string cat = e["cat"];
       if (cat == "kernel" || cat == "memcpy" || cat == "memset" || cat == "nccl_kernel") ++gpu_work;
     }
-    if (e["ph"] == "s") EXPECT_TRUE(starts.emplace(e["id"].get<uint64_t>(), e).second) << "duplicate id";
-    if (e["ph"] == "f") EXPECT_TRUE(ends.emplace(e["id"].get<uint64_t>(), e).second) << "duplicate id";
+    if (e["ph"] == "s") { EXPECT_TRUE(starts.emplace(e["id"].get<uint64_t>(), e).second) << "duplicate id"; }
+    if (e["ph"] == "f") { EXPECT_TRUE(ends.emplace(e["id"].get<uint64_t>(), e).second) << "duplicate id"; }
   }
   EXPECT_EQ(starts.size(), gpu_work);  // every GPU activity of the synthetic run has its launch
   ASSERT_EQ(starts.size(), ends.size());
@@ -296,7 +322,7 @@ TEST(Progress, ReportNamesEachAnalysisThenClearsBeforeOutput) {
   cli::ReportOptions o;
   o.on_stage = [&](const std::string& s) {
     stages.push_back(s);
-    if (s.empty()) EXPECT_EQ(out.str(), "") << "output began before the bar was wiped";
+    if (s.empty()) { EXPECT_EQ(out.str(), "") << "output began before the bar was wiped"; }
   };
   ASSERT_EQ(cli::report_model(m, o, out, err), 0) << err.str();
   ASSERT_GE(stages.size(), 3u);
