@@ -31,13 +31,10 @@ std::string comm_name(const RunModel& m, const CommSummary& c) {
 
 }  // namespace
 
-void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& out, size_t top) {
-  if (!rep.ops) return;
-  const CommOptions& o = rep.options;
-  out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
-                     "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
-                     rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
-  // What NCCL did with the plugin, ranks grouped by it.
+namespace {
+
+// What NCCL did with the plugin (ranks grouped by it) and communicators with unseen sequence numbers.
+void render_plugin_and_gaps(const RunModel& m, const CommReport& rep, std::ostream& out, size_t top) {
   std::map<std::string, std::vector<int>> by_plugin;
   for (const CommRankStats& r : rep.ranks) by_plugin[r.nccl_plugin].push_back(r.rank);
   for (const auto& [status, ranks] : by_plugin)
@@ -50,34 +47,34 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
     out << fmt::format("  comm {}: {} sequence numbers never seen (collectives the plugin cannot see, or dropped)\n",
                        comm_name(m, *gaps[i]), gaps[i]->seq_gaps);
   out << more_line(gaps.size(), gaps_shown, "communicators with unseen sequence numbers");
-  if (!rep.matched) return;
-  if (rep.clock.corrected) {
-    out << fmt::format("  Clocks: each GPU's offset and drift fitted to the collectives' end times (rank {} is the "
-                       "reference); offsets up to {:.3f} ms, drift up to {:.2f} ppm, residual {:.3f} ms\n",
-                       rep.clock.reference_rank, ms(rep.clock.max_abs_offset_ns), rep.clock.max_abs_drift_ppm,
-                       ms(rep.clock.residual_ns));
-    std::vector<const CommRankStats*> corrected;
-    for (const CommRankStats& r : rep.ranks)
-      if (r.clock_samples && (std::abs(r.clock_offset_ns) >= 1000 || std::abs(r.clock_drift_ppm) >= 0.1))
-        corrected.push_back(&r);
-    const size_t corrected_shown = rows_shown(corrected.size(), top);
-    if (corrected_shown < corrected.size())  // the largest offsets
-      std::stable_sort(corrected.begin(), corrected.end(), [](auto* a, auto* b) {
-        return std::abs(a->clock_offset_ns) > std::abs(b->clock_offset_ns);
-      });
-    std::string per_rank;
-    for (size_t i = 0; i < corrected_shown; ++i)
-      per_rank += fmt::format(" {}:{:+.3f}ms/{:+.2f}ppm", corrected[i]->rank, ms(corrected[i]->clock_offset_ns),
-                              corrected[i]->clock_drift_ppm);
-    if (corrected_shown < corrected.size())
-      per_rank += fmt::format(" ... {} more (the largest offsets shown)", corrected.size() - corrected_shown);
-    if (!per_rank.empty()) out << "    corrected ranks (rank:offset/drift):" << per_rank << "\n";
-  }
-  out << fmt::format("  A rank arrived last when its GPU reached the collective within {:.3f} ms of the latest rank,\n"
-                     "  and that was at least {:.3f} ms after the earliest. WAITED: time spent waiting for others;\n"
-                     "  BLAME: the time the others waited for it.\n",
-                     ms(o.lead_floor_ns), ms(o.lead_floor_ns));
+}
 
+// The fitted GPU clock offsets, the largest first when not all are shown.
+void render_clock_fit(const CommReport& rep, std::ostream& out, size_t top) {
+  out << fmt::format("  Clocks: each GPU's offset and drift fitted to the collectives' end times (rank {} is the "
+                     "reference); offsets up to {:.3f} ms, drift up to {:.2f} ppm, residual {:.3f} ms\n",
+                     rep.clock.reference_rank, ms(rep.clock.max_abs_offset_ns), rep.clock.max_abs_drift_ppm,
+                     ms(rep.clock.residual_ns));
+  std::vector<const CommRankStats*> corrected;
+  for (const CommRankStats& r : rep.ranks)
+    if (r.clock_samples && (std::abs(r.clock_offset_ns) >= 1000 || std::abs(r.clock_drift_ppm) >= 0.1))
+      corrected.push_back(&r);
+  const size_t corrected_shown = rows_shown(corrected.size(), top);
+  if (corrected_shown < corrected.size())
+    std::stable_sort(corrected.begin(), corrected.end(), [](auto* a, auto* b) {
+      return std::abs(a->clock_offset_ns) > std::abs(b->clock_offset_ns);
+    });
+  std::string per_rank;
+  for (size_t i = 0; i < corrected_shown; ++i)
+    per_rank += fmt::format(" {}:{:+.3f}ms/{:+.2f}ppm", corrected[i]->rank, ms(corrected[i]->clock_offset_ns),
+                            corrected[i]->clock_drift_ppm);
+  if (corrected_shown < corrected.size())
+    per_rank += fmt::format(" ... {} more (the largest offsets shown)", corrected.size() - corrected_shown);
+  if (!per_rank.empty()) out << "    corrected ranks (rank:offset/drift):" << per_rank << "\n";
+}
+
+// Per rank: collectives, last arrivals, blame and waits; the most blamed first when cut to `top`.
+void render_rank_table(const CommReport& rep, std::ostream& out, size_t top) {
   std::vector<const CommRankStats*> rows;
   for (const CommRankStats& r : rep.ranks) rows.push_back(&r);
   const size_t rows_kept = rows_shown(rows.size(), top);
@@ -95,58 +92,86 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
     out << fmt::format("  ... {} more ranks (the {} with the most blame are shown; --top shows more; all are in "
                        "--format json or csv)\n",
                        rep.ranks.size() - rows.size(), rows.size());
+}
 
+void render_longest_waits(const RunModel& m, const CommReport& rep, std::ostream& out) {
   if (!rep.worst.empty()) out << "  Longest waits:\n";
   for (size_t k = 0; k < std::min<size_t>(3, rep.worst.size()); ++k) {
     const CollectiveDetail& d = rep.worst[k];
     out << fmt::format("    {} seq {} ({}): {:.3f} ms waited in total; last: {}\n", m.strings.at(d.func), d.seq,
                        m.strings.at(d.comm), ms(d.total_wait_ns), d.last_ranks.empty() ? "-" : join(d.last_ranks));
   }
-  out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
-                     "  communicator, and in a share >= (1 + 1/n)/2, halfway between chance and always.\n",
-                     o.min_last, o.min_collectives);
-  // Communicators: every one in small jobs; in large ones (a tensor-parallel group per node)
-  // the `top` with a slow collective or the largest last-arrival share first.
+}
+
+const CommSummary::PerRank* most_often_last(const CommSummary& c) {
+  const CommSummary::PerRank* most = nullptr;
+  for (const auto& pr : c.per_rank)
+    if (!most || pr.last > most->last) most = &pr;
+  return most;
+}
+
+// Every communicator in small jobs; in large ones (a tensor-parallel group per node) the `top`
+// with a slow collective or the largest last-arrival share first.
+std::vector<const CommSummary*> communicators_shown(const CommReport& rep, size_t top) {
   std::vector<const CommSummary*> comms;
   for (const CommSummary& c : rep.comms) comms.push_back(&c);
-  auto most_last = [](const CommSummary& c) {
-    const CommSummary::PerRank* most = nullptr;
-    for (const auto& pr : c.per_rank)
-      if (!most || pr.last > most->last) most = &pr;
-    return most;
-  };
   const size_t comms_shown = rows_shown(comms.size(), top);
   if (comms_shown < comms.size()) {
     auto key = [&](const CommSummary* c) {
-      const auto* most = most_last(*c);
+      const auto* most = most_often_last(*c);
       return std::make_pair(c->slow_count > 0, most ? most->last_share - c->last_share_threshold : -1.0);
     };
     std::stable_sort(comms.begin(), comms.end(), [&](auto* a, auto* b) { return key(a) > key(b); });
     comms.resize(comms_shown);
   }
-  for (const CommSummary* cp : comms) {
-    const CommSummary& c = *cp;
-    out << fmt::format("  comm {} ({}, {} ranks: {}): {} collectives", comm_name(m, c), m.strings.at(c.comm),
-                       c.nranks, join(c.ranks), c.collectives);  // members as ranges: 10,000 stay one line
-    const CommSummary::PerRank* most = most_last(c);
-    if (most && most->last)
-      out << fmt::format("; last most often: rank {} ({:.1f}%, threshold {:.1f}%)", most->rank,
-                         100 * most->last_share, 100 * c.last_share_threshold);
-    out << '\n';
-    if (!c.slow_count) continue;
-    out << fmt::format("    slow collectives (bus bandwidth below {:.2f}x the job's median for the same function and "
-                       "size): {}\n", o.slow_factor, c.slow_count);
-    const size_t slow_shown = rows_shown(c.slow.size(), top);
-    for (size_t i = 0; i < slow_shown; ++i) {
-      const SlowCollective& s = c.slow[i];
-      out << fmt::format("      {:<14} seq {:<8} {:>10}  busbw {:8.2f} GB/s (median {:.2f})  transfer {:.3f} ms  "
-                         "last: {}\n",
-                         m.strings.at(s.func), s.seq, bytes_str(s.bytes), s.busbw_gbps, s.median_busbw_gbps,
-                         ms(s.transfer_ns), s.last_ranks.empty() ? std::string("-") : join(s.last_ranks));
-    }
-    if (slow_shown < c.slow.size()) out << "  " << more_line(c.slow.size(), slow_shown, "slow collectives");
+  return comms;
+}
+
+void render_communicator(const RunModel& m, const CommSummary& c, const CommOptions& o, std::ostream& out,
+                         size_t top) {
+  out << fmt::format("  comm {} ({}, {} ranks: {}): {} collectives", comm_name(m, c), m.strings.at(c.comm),
+                     c.nranks, join(c.ranks), c.collectives);  // members as ranges: 10,000 stay one line
+  const CommSummary::PerRank* most = most_often_last(c);
+  if (most && most->last)
+    out << fmt::format("; last most often: rank {} ({:.1f}%, threshold {:.1f}%)", most->rank, 100 * most->last_share,
+                       100 * c.last_share_threshold);
+  out << '\n';
+  if (!c.slow_count) return;
+  out << fmt::format("    slow collectives (bus bandwidth below {:.2f}x the job's median for the same function and "
+                     "size): {}\n", o.slow_factor, c.slow_count);
+  const size_t slow_shown = rows_shown(c.slow.size(), top);
+  for (size_t i = 0; i < slow_shown; ++i) {
+    const SlowCollective& s = c.slow[i];
+    out << fmt::format("      {:<14} seq {:<8} {:>10}  busbw {:8.2f} GB/s (median {:.2f})  transfer {:.3f} ms  "
+                       "last: {}\n",
+                       m.strings.at(s.func), s.seq, bytes_str(s.bytes), s.busbw_gbps, s.median_busbw_gbps,
+                       ms(s.transfer_ns), s.last_ranks.empty() ? std::string("-") : join(s.last_ranks));
   }
-  out << more_line(rep.comms.size(), comms_shown, "communicators");
+  if (slow_shown < c.slow.size()) out << "  " << more_line(c.slow.size(), slow_shown, "slow collectives");
+}
+
+}  // namespace
+
+void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& out, size_t top) {
+  if (!rep.ops) return;
+  const CommOptions& o = rep.options;
+  out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
+                     "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
+                     rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
+  render_plugin_and_gaps(m, rep, out, top);
+  if (!rep.matched) return;
+  if (rep.clock.corrected) render_clock_fit(rep, out, top);
+  out << fmt::format("  A rank arrived last when its GPU reached the collective within {:.3f} ms of the latest rank,\n"
+                     "  and that was at least {:.3f} ms after the earliest. WAITED: time spent waiting for others;\n"
+                     "  BLAME: the time the others waited for it.\n",
+                     ms(o.lead_floor_ns), ms(o.lead_floor_ns));
+  render_rank_table(rep, out, top);
+  render_longest_waits(m, rep, out);
+  out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
+                     "  communicator, and in a share >= (1 + 1/n)/2, halfway between chance and always.\n",
+                     o.min_last, o.min_collectives);
+  for (const CommSummary* c : communicators_shown(rep, top)) render_communicator(m, *c, o, out, top);
+  out << more_line(rep.comms.size(), rows_shown(rep.comms.size(), top), "communicators");
 }
 
 json render_comm_json(const RunModel& m, const CommReport& rep) {

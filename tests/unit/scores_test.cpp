@@ -183,7 +183,9 @@ TEST(Scores, TooFewSamplesGiveNoScoreAndNoStraggler) {
   EXPECT_TRUE(rep.stragglers.empty());
   // Window 0 of rank 0 has 4 samples: no score, and not the best its window 1 is held to.
   for (const RankScores& r : rep.windows[0].ranks)
-    if (r.rank == 0) EXPECT_FALSE(r.sections.at("s").individual.has_value());
+    if (r.rank == 0) {
+      EXPECT_FALSE(r.sections.at("s").individual.has_value());
+    }
   EXPECT_EQ(compute_scores(m, nvrx()).stragglers.size(), 1u);  // NVRx: rank 0 "100x slower than its best"
 }
 
