@@ -90,10 +90,7 @@ size_t hosts(const RunModel& m) {
   return h.size();
 }
 
-}  // namespace
-
-void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& out, const Analyses* analyses,
-                 size_t top) {
+void run_header(const RunModel& model, const ScoreReport& rep, std::ostream& out) {
   out << fmt::format("laggard report: run {} ({})\n", model.run_id, model.dir);
   out << fmt::format("  {} of {} ranks on {} host(s), {:.1f} s of data, {} report window(s) of {:g} s\n",
                      model.ranks.size(), model.world_size, hosts(model),
@@ -103,51 +100,46 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
     for (const auto& r : model.other_runs) out << ' ' << r;
     out << '\n';
   }
-  render_paused_text(model, out);
+}
 
-  out << "\nProblems: " << (model.problems.empty() ? "none\n" : "\n");
-  problems_text(model, top, out);
+void straggler_rows(const std::vector<Straggler>& list, const ScoreReport& rep, size_t top, std::ostream& out) {
+  const size_t shown = rows_shown(list.size(), top);
+  for (size_t i = 0; i < shown; ++i) {
+    const Straggler& s = list[i];
+    const std::string section =
+        s.scope == "gpu" ? (s.section.empty() ? std::string("[GPU] all kernels") : "[GPU] " + s.section) : s.section;
+    out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", s.rank, s.host, section, s.metric,
+                       score_text(s.score, s.threshold), windows_str(s.windows, rep.windows.size()));
+  }
+  more_stragglers(list, shown, out);
+}
 
-  if (analyses) render_verdict_text(*analyses, out);
-
+// Whole-run stragglers, then those slow only in some report windows.
+void stragglers_text(const ScoreReport& rep, size_t top, std::ostream& out) {
   out << fmt::format("\nStragglers (score below {:.2f} relative / {:.2f} individual): {}\n",
                      rep.options.relative_threshold, rep.options.individual_threshold,
                      rep.stragglers.empty() ? "none" : std::to_string(rep.stragglers.size()));
   if (!rep.stragglers.empty()) {
-    out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC",
-                       "SCORE", "WHEN");
-    const size_t shown = rows_shown(rep.stragglers.size(), top);
-    for (size_t i = 0; i < shown; ++i) {
-      const Straggler& s = rep.stragglers[i];
-      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", s.rank, s.host,
-                         s.scope == "gpu" ? (s.section.empty() ? std::string("[GPU] all kernels") : "[GPU] " + s.section)
-                                          : s.section,
-                         s.metric, score_text(s.score, s.threshold), windows_str(s.windows, rep.windows.size()));
-    }
-    more_stragglers(rep.stragglers, shown, out);
+    out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", "RANK", "HOST", "SECTION", "METRIC", "SCORE",
+                       "WHEN");
+    straggler_rows(rep.stragglers, rep, top, out);
   }
   if (rep.below_min_share)
     out << fmt::format("  ({} low scores not listed: their sections hold under {:g}% of their rank's time; "
                        "--min-share, or the JSON report, shows them)\n",
                        rep.below_min_share, rep.options.min_share * 100);
+  if (rep.window_stragglers.empty()) return;
+  out << fmt::format("  Slow only in some report windows (NVRx flags these per window; whole-run score passes): {}\n",
+                     rep.window_stragglers.size());
+  straggler_rows(rep.window_stragglers, rep, top, out);
+}
 
-  if (!rep.window_stragglers.empty()) {
-    out << fmt::format("  Slow only in some report windows (NVRx flags these per window; whole-run score passes): {}\n",
-                       rep.window_stragglers.size());
-    const size_t shown = rows_shown(rep.window_stragglers.size(), top);
-    for (size_t i = 0; i < shown; ++i) {
-      const Straggler& s = rep.window_stragglers[i];
-      out << fmt::format("  {:>5}  {:<16} {:<24} {:<10} {:>5}  {}\n", s.rank, s.host, s.section, s.metric,
-                         score_text(s.score, s.threshold), windows_str(s.windows, rep.windows.size()));
-    }
-    more_stragglers(rep.window_stragglers, shown, out);
-  }
-
+void sections_text(const ScoreReport& rep, size_t top, std::ostream& out) {
   out << "\nSections (median ms per rank, whole run):\n";
   if (rep.sections.empty()) out << "  no NVTX sections recorded\n";
   else
-    out << fmt::format("  {:<32} {:>5}  {:>9} {:>9} {:>9}  {:<18}\n", "SECTION", "RANKS", "MIN", "MEDIAN",
-                       "MAX", "WORST RANK (REL)");
+    out << fmt::format("  {:<32} {:>5}  {:>9} {:>9} {:>9}  {:<18}\n", "SECTION", "RANKS", "MIN", "MEDIAN", "MAX",
+                       "WORST RANK (REL)");
   const auto tree = section_tree(rep.sections);
   const size_t sections_shown = rows_shown(tree.size(), top);
   for (size_t i = 0; i < sections_shown; ++i) {
@@ -158,22 +150,27 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
                        fmt::format("{} ({})", s->worst_rank, score_text(s->worst_relative, rep.options.relative_threshold)));
   }
   out << more_line(tree.size(), sections_shown, "sections");
+}
 
-  // Per rank: the weakest section by relative score, so 1000 ranks still read as a list.
-  // Small jobs list every rank; large ones the weakest `top` (all are in the JSON).
-  using Weakest = const std::pair<const std::string, SectionScore>*;
-  auto weakest = [](const RankScores& r) {
-    Weakest worst = nullptr;
-    for (const auto& kv : r.sections)
-      if (kv.second.relative && (!worst || *kv.second.relative < *worst->second.relative)) worst = &kv;
-    return worst;
-  };
+using Weakest = const std::pair<const std::string, SectionScore>*;
+
+// A rank's section with the lowest relative score; null when none has one.
+Weakest weakest_section(const RankScores& r) {
+  Weakest worst = nullptr;
+  for (const auto& kv : r.sections)
+    if (kv.second.relative && (!worst || *kv.second.relative < *worst->second.relative)) worst = &kv;
+  return worst;
+}
+
+// Per rank: the weakest section by relative score, so 1000 ranks still read as a list.
+// Small jobs list every rank; large ones the weakest `top` (all are in the JSON).
+void ranks_text(const ScoreReport& rep, size_t top, std::ostream& out) {
   std::vector<const RankScores*> shown;
   for (const RankScores& r : rep.ranks) shown.push_back(&r);
   const bool all = rows_shown(shown.size(), top) == shown.size();
   if (!all) {
-    auto score = [&](const RankScores* r) { Weakest w = weakest(*r); return w ? *w->second.relative : 2.0; };
-    shown.erase(std::remove_if(shown.begin(), shown.end(), [&](auto* r) { return !weakest(*r); }), shown.end());
+    auto score = [](const RankScores* r) { Weakest w = weakest_section(*r); return w ? *w->second.relative : 2.0; };
+    shown.erase(std::remove_if(shown.begin(), shown.end(), [](auto* r) { return !weakest_section(*r); }), shown.end());
     std::stable_sort(shown.begin(), shown.end(), [&](auto* a, auto* b) { return score(a) < score(b); });
     if (shown.size() > top) shown.resize(top);
   }
@@ -181,23 +178,35 @@ void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& ou
               : fmt::format("\nRanks (the {} with the weakest section; all {} in --format json or csv):\n", top,
                             rep.ranks.size()));
   out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", "RANK", "HOST", "SECTION", "REL", "IND");
-  for (const RankScores* rp : shown) {
-    const RankScores& r = *rp;
-    Weakest worst = weakest(r);
+  for (const RankScores* r : shown) {
+    Weakest worst = weakest_section(*r);
     if (!worst) {
-      out << fmt::format("  {:>5}  {:<16} {:<24}\n", r.rank, r.host, "(no data)");
+      out << fmt::format("  {:>5}  {:<16} {:<24}\n", r->rank, r->host, "(no data)");
       continue;
     }
-    out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", r.rank, r.host, worst->first,
+    out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", r->rank, r->host, worst->first,
                        score_str(worst->second.relative, rep.options.relative_threshold),
                        score_str(worst->second.individual, rep.options.individual_threshold));
   }
-  if (!all) {
-    std::vector<int> without;
-    for (const RankScores& r : rep.ranks)
-      if (!weakest(r)) without.push_back(r.rank);
-    if (!without.empty()) out << "  no section scores (no data, or too few samples): " << counted_ranks(without) << '\n';
-  }
+  if (all) return;
+  std::vector<int> without;
+  for (const RankScores& r : rep.ranks)
+    if (!weakest_section(r)) without.push_back(r.rank);
+  if (!without.empty()) out << "  no section scores (no data, or too few samples): " << counted_ranks(without) << '\n';
+}
+
+}  // namespace
+
+void render_text(const RunModel& model, const ScoreReport& rep, std::ostream& out, const Analyses* analyses,
+                 size_t top) {
+  run_header(model, rep, out);
+  render_paused_text(model, out);
+  out << "\nProblems: " << (model.problems.empty() ? "none\n" : "\n");
+  problems_text(model, top, out);
+  if (analyses) render_verdict_text(*analyses, out);
+  stragglers_text(rep, top, out);
+  sections_text(rep, top, out);
+  ranks_text(rep, top, out);
   if (analyses) render_analyses_text(model, *analyses, top, out, &rep.options);
 }
 
