@@ -79,24 +79,47 @@ std::vector<SectionRow> section_rows(const GpuScoreReport& gpu) {
   return rows;
 }
 
-}  // namespace
+void no_gpu_text(const GpuScoreReport& gpu, std::ostream& out) {
+  std::set<std::string> statuses;
+  for (const RankGpu& r : gpu.ranks)
+    if (!r.cupti_status.empty()) statuses.insert(r.cupti_status);
+  out << "\nGPU: no kernels captured";
+  if (!statuses.empty()) {
+    out << " (CUPTI:";
+    for (const auto& s : statuses) out << " [" << s << "]";
+    out << ")";
+  }
+  out << '\n';
+}
 
-void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& out, size_t top,
-                     const ScoreOptions& thresholds) {
-  if (!gpu.any) {
-    std::set<std::string> statuses;
-    for (const RankGpu& r : gpu.ranks)
-      if (!r.cupti_status.empty()) statuses.insert(r.cupti_status);
-    out << "\nGPU: no kernels captured";
-    if (!statuses.empty()) {
-      out << " (CUPTI:";
-      for (const auto& s : statuses) out << " [" << s << "]";
-      out << ")";
-    }
-    out << '\n';
+// What limits how far a rank's GPU numbers can be trusted, in a few words.
+std::string rank_gpu_notes(const RankGpu& r) {
+  std::string notes;
+  if (r.cupti_status.rfind("starved", 0) == 0) notes += "CUPTI " + r.cupti_status.substr(0, r.cupti_status.find(':')) + "; ";
+  if (r.lost) notes += fmt::format("{} lost; ", r.lost);
+  if (r.unmatched) notes += fmt::format("{} unattributed; ", r.unmatched);
+  if (r.buffer_full) notes += fmt::format("buffers full {}x; ", r.buffer_full);
+  if (r.sampled_windows < r.windows) notes += fmt::format("{}/{} windows sampled; ", r.sampled_windows, r.windows);
+  if (r.graph_count) notes += fmt::format("{} in CUDA graphs; ", r.graph_count);
+  if (!notes.empty()) notes.resize(notes.size() - 2);
+  return notes;
+}
+
+void rank_gpu_row(const RankGpu& r, const ScoreOptions& thresholds, std::ostream& out) {
+  if (!r.has_data) {
+    out << fmt::format("  {:>5}  {:<16} {}\n", r.rank, r.host,
+                       r.cupti_status.empty() ? "(no GPU data)" : "(no GPU data; CUPTI " + r.cupti_status + ")");
     return;
   }
-  out << "\nGPU (CUPTI; scores as NVRx computes them, NCCL kernels excluded):\n";
+  out << fmt::format("  {:>5}  {:<16} {:>9} {:>10.3f} {:>9.3f} {:>9.3f} {:>5} {:>5}  {:>7.2f}%  {}\n", r.rank, r.host,
+                     r.kernel_count, double(r.kernel_ns) / 1e6, double(r.nccl_ns) / 1e6,
+                     double(r.memcpy_ns + r.memset_ns) / 1e6, score_str(r.score.relative, thresholds.relative_threshold),
+                     score_str(r.score.individual, thresholds.individual_threshold), 100.0 * r.completeness,
+                     rank_gpu_notes(r));
+}
+
+// Every rank in small jobs; the `top` with the lowest GPU scores in large ones.
+void gpu_ranks_text(const GpuScoreReport& gpu, size_t top, const ScoreOptions& thresholds, std::ostream& out) {
   out << fmt::format("  {:>5}  {:<16} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5}  {:>8}  {}\n", "RANK", "HOST", "KERNELS",
                      "KERNEL ms", "NCCL ms", "COPY ms", "REL", "IND", "COMPLETE", "NOTES");
   std::vector<const RankGpu*> rows;
@@ -107,55 +130,37 @@ void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& o
     rows.resize(shown);
     out << fmt::format("  (the {} ranks with the lowest GPU scores of {})\n", shown, gpu.ranks.size());
   }
-  for (const RankGpu* rp : rows) {
-    const RankGpu& r = *rp;
-    if (!r.has_data) {
-      out << fmt::format("  {:>5}  {:<16} {}\n", r.rank, r.host,
-                         r.cupti_status.empty() ? "(no GPU data)" : "(no GPU data; CUPTI " + r.cupti_status + ")");
-      continue;
-    }
-    std::string notes;
-    if (r.cupti_status.rfind("starved", 0) == 0) notes += "CUPTI " + r.cupti_status.substr(0, r.cupti_status.find(':')) + "; ";
-    if (r.lost) notes += fmt::format("{} lost; ", r.lost);
-    if (r.unmatched) notes += fmt::format("{} unattributed; ", r.unmatched);
-    if (r.buffer_full) notes += fmt::format("buffers full {}x; ", r.buffer_full);
-    if (r.sampled_windows < r.windows) notes += fmt::format("{}/{} windows sampled; ", r.sampled_windows, r.windows);
-    if (r.graph_count) notes += fmt::format("{} in CUDA graphs; ", r.graph_count);
-    if (!notes.empty()) notes.resize(notes.size() - 2);
-    out << fmt::format("  {:>5}  {:<16} {:>9} {:>10.3f} {:>9.3f} {:>9.3f} {:>5} {:>5}  {:>7.2f}%  {}\n", r.rank,
-                       r.host, r.kernel_count, double(r.kernel_ns) / 1e6, double(r.nccl_ns) / 1e6,
-                       double(r.memcpy_ns + r.memset_ns) / 1e6,
-                       score_str(r.score.relative, thresholds.relative_threshold),
-                       score_str(r.score.individual, thresholds.individual_threshold), 100.0 * r.completeness, notes);
-  }
-  if (shown < gpu.ranks.size()) {
-    std::vector<int> without;
-    for (const RankGpu& r : gpu.ranks)
-      if (!r.has_data) without.push_back(r.rank);
-    out << more_line(gpu.ranks.size(), shown, "ranks");
-    if (!without.empty()) out << "  no GPU data: " << counted_ranks(without) << '\n';
-  }
+  for (const RankGpu* r : rows) rank_gpu_row(*r, thresholds, out);
+  if (shown == gpu.ranks.size()) return;
+  std::vector<int> without;
+  for (const RankGpu& r : gpu.ranks)
+    if (!r.has_data) without.push_back(r.rank);
+  out << more_line(gpu.ranks.size(), shown, "ranks");
+  if (!without.empty()) out << "  no GPU data: " << counted_ranks(without) << '\n';
+}
 
-  // Per section: the weakest rank by relative GPU score (the weakest sections when there are many).
+// Per section: the weakest rank by relative GPU score (the weakest sections when there are many).
+void gpu_sections_text(const GpuScoreReport& gpu, size_t top, const ScoreOptions& thresholds, std::ostream& out) {
   std::vector<SectionRow> sections = section_rows(gpu);
-  if (!sections.empty()) {
-    out << "\n  GPU scores per section (kernels launched inside it):\n";
-    out << fmt::format("  {:<32} {:>5} {:>10} {:>12}  {:<18}\n", "SECTION", "RANKS", "KERNELS", "KERNEL ms/rk",
-                       "WORST RANK (REL)");
-    const size_t section_count = sections.size(), sections_shown = rows_shown(section_count, top);
-    if (sections_shown < sections.size()) {
-      std::stable_sort(sections.begin(), sections.end(), [](auto& a, auto& b) { return a.worst_rel < b.worst_rel; });
-      sections.resize(sections_shown);
-    }
-    for (const SectionRow& row : sections)
-      out << fmt::format("  {:<32} {:>5} {:>10} {:>12.3f}  {:<18}\n", shorten(row.name, 32), row.ranks, row.kernels,
-                         row.ranks ? double(row.ns) / 1e6 / row.ranks : 0.0,
-                         row.worst >= 0 ? fmt::format("{} ({})", row.worst,
-                                                      score_text(row.worst_rel, thresholds.relative_threshold))
-                                        : std::string("-"));
-    out << more_line(section_count, sections_shown, "sections");
+  if (sections.empty()) return;
+  out << "\n  GPU scores per section (kernels launched inside it):\n";
+  out << fmt::format("  {:<32} {:>5} {:>10} {:>12}  {:<18}\n", "SECTION", "RANKS", "KERNELS", "KERNEL ms/rk",
+                     "WORST RANK (REL)");
+  const size_t section_count = sections.size(), sections_shown = rows_shown(section_count, top);
+  if (sections_shown < sections.size()) {
+    std::stable_sort(sections.begin(), sections.end(), [](auto& a, auto& b) { return a.worst_rel < b.worst_rel; });
+    sections.resize(sections_shown);
   }
+  for (const SectionRow& row : sections)
+    out << fmt::format("  {:<32} {:>5} {:>10} {:>12.3f}  {:<18}\n", shorten(row.name, 32), row.ranks, row.kernels,
+                       row.ranks ? double(row.ns) / 1e6 / row.ranks : 0.0,
+                       row.worst >= 0
+                           ? fmt::format("{} ({})", row.worst, score_text(row.worst_rel, thresholds.relative_threshold))
+                           : std::string("-"));
+  out << more_line(section_count, sections_shown, "sections");
+}
 
+void top_kernels_text(const GpuScoreReport& gpu, size_t top, std::ostream& out) {
   out << "\n  Top kernels per section (all ranks, by total GPU time):\n";
   size_t listed = 0;
   for (const auto& [section, kernels] : gpu.top_kernels) {
@@ -170,6 +175,20 @@ void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& o
                          shorten(demangle(k.name), 90), tag);
     }
   }
+}
+
+}  // namespace
+
+void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& out, size_t top,
+                     const ScoreOptions& thresholds) {
+  if (!gpu.any) {
+    no_gpu_text(gpu, out);
+    return;
+  }
+  out << "\nGPU (CUPTI; scores as NVRx computes them, NCCL kernels excluded):\n";
+  gpu_ranks_text(gpu, top, thresholds, out);
+  gpu_sections_text(gpu, top, thresholds, out);
+  top_kernels_text(gpu, top, out);
 }
 
 json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
