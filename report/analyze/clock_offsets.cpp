@@ -44,6 +44,116 @@ Line fit_line(const std::vector<double>& x, const std::vector<double>& y, bool w
   return fit(keep);
 }
 
+// The samples indexed both ways, times relative to the earliest end so that doubles keep
+// nanosecond precision, and the current estimate: each group's true end time t[g] and each
+// rank's clock line (its end = t + a + b t).
+struct Fit {
+  std::vector<std::vector<const ClockSample*>> by_group, by_rank;
+  int64_t base = 0;
+  std::vector<double> t;
+  std::vector<Line> line;
+  std::vector<bool> slope;  // enough samples over a long enough span to fit drift
+
+  Fit(const std::vector<ClockSample>& samples, size_t ngroups, size_t nranks)
+      : by_group(ngroups), by_rank(nranks), t(ngroups, 0), line(nranks), slope(nranks, false) {
+    for (const ClockSample& s : samples) {
+      by_group[s.group].push_back(&s);
+      by_rank[s.rank].push_back(&s);
+    }
+    base = samples.front().end_ns;
+    for (const ClockSample& s : samples) base = std::min(base, s.end_ns);
+  }
+
+  double end(const ClockSample* s) const { return double(s->end_ns - base); }
+  double corr(size_t r, double x) const { return line[r].a + line[r].b * x; }
+
+  void choose_slopes(const ClockOptions& opt) {
+    for (size_t r = 0; r < by_rank.size(); ++r) {
+      if (by_rank[r].size() < opt.min_drift_samples) continue;
+      auto [lo, hi] = std::minmax_element(by_rank[r].begin(), by_rank[r].end(), [](auto* a, auto* b) {
+        return a->end_ns < b->end_ns;
+      });
+      slope[r] = (*hi)->end_ns - (*lo)->end_ns >= opt.min_drift_span_ns;
+    }
+  }
+
+  // A group's true end: the median of its members' corrected ends.
+  void estimate_group_times() {
+    std::vector<double> buf;
+    for (size_t g = 0; g < by_group.size(); ++g) {
+      if (by_group[g].empty()) continue;
+      buf.clear();
+      for (const ClockSample* s : by_group[g]) buf.push_back(end(s) - corr(s->rank, end(s)));
+      t[g] = median(buf);
+    }
+  }
+
+  void fit_rank_lines() {
+    std::vector<double> xs, ys;
+    for (size_t r = 0; r < by_rank.size(); ++r) {
+      if (by_rank[r].empty()) continue;
+      xs.clear();
+      ys.clear();
+      for (const ClockSample* s : by_rank[r]) {
+        xs.push_back(t[s->group]);
+        ys.push_back(end(s) - t[s->group]);
+      }
+      line[r] = fit_line(xs, ys, slope[r]);
+    }
+  }
+
+  double residual(size_t r, const ClockSample* s) const {
+    return std::abs(end(s) - t[s->group] - corr(r, t[s->group]));
+  }
+};
+
+// Relative to the reference (the first rank with samples): T' = T + zero(T) keeps every rank's
+// fitted end unchanged; offset(T) - zero(T) as a function of T' (zero's slope is ppm-small:
+// first order is enough).
+void relative_to_reference(const Fit& f, ClockOffsets& out) {
+  const size_t nranks = f.by_rank.size();
+  size_t ref = 0;
+  while (ref < nranks && f.by_rank[ref].empty()) ++ref;
+  out.reference_rank = ref;
+  const Line zero = f.line[ref];
+  std::vector<double> residuals, buf;
+  for (size_t r = 0; r < nranks; ++r) {
+    out.rank_samples[r] = f.by_rank[r].size();
+    if (f.by_rank[r].empty()) continue;
+    out.offset_ns[r] = f.line[r].a - zero.a;
+    out.drift_ppm[r] = (f.line[r].b - zero.b) * 1e6;
+    out.max_abs_offset_ns = std::max(out.max_abs_offset_ns, std::abs(out.offset_ns[r]));
+    out.max_abs_drift_ppm = std::max(out.max_abs_drift_ppm, std::abs(out.drift_ppm[r]));
+    buf.clear();
+    for (const ClockSample* s : f.by_rank[r]) {
+      buf.push_back(f.residual(r, s));
+      if (f.by_group[s->group].size() >= 2) residuals.push_back(buf.back());
+    }
+    out.rank_residual_ns[r] = median(buf);
+  }
+  out.residual_ns = residuals.empty() ? 0 : median(residuals);
+}
+
+// Per host, for the reader: the spread of its GPUs' offsets.
+void host_spreads(const Fit& f, const std::vector<std::string>& hosts, ClockOffsets& out) {
+  std::map<std::string, std::vector<size_t>> ranks_of;
+  for (size_t r = 0; r < hosts.size(); ++r) ranks_of[hosts[r]].push_back(r);
+  for (auto& [host, ranks] : ranks_of) {
+    ClockOffsets::Host h;
+    h.host = host;
+    h.ranks = ranks;
+    std::vector<double> est;
+    for (size_t r : ranks)
+      if (!f.by_rank[r].empty()) est.push_back(out.offset_ns[r]);
+    if (!est.empty()) {
+      auto [lo, hi] = std::minmax_element(est.begin(), est.end());
+      h.spread_ns = *hi - *lo;
+      h.offset_ns = median(est);
+    }
+    out.hosts.push_back(std::move(h));
+  }
+}
+
 }  // namespace
 
 ClockOffsets estimate_clock_offsets(const std::vector<ClockSample>& samples, const std::vector<std::string>& hosts,
@@ -57,91 +167,15 @@ ClockOffsets estimate_clock_offsets(const std::vector<ClockSample>& samples, con
   out.samples = samples.size();
   if (samples.empty()) return out;
 
-  std::vector<std::vector<const ClockSample*>> by_group(ngroups), by_rank(nranks);
-  for (const ClockSample& s : samples) {
-    by_group[s.group].push_back(&s);
-    by_rank[s.rank].push_back(&s);
+  Fit f(samples, ngroups, nranks);
+  out.t_ref_ns = f.base;
+  f.choose_slopes(opt);
+  for (int iter = 0; iter < opt.iterations; ++iter) {  // alternate: group times, then rank clocks
+    f.estimate_group_times();
+    f.fit_rank_lines();
   }
-  // Times relative to the earliest end, so doubles keep nanosecond precision.
-  int64_t base = samples.front().end_ns;
-  for (const ClockSample& s : samples) base = std::min(base, s.end_ns);
-  out.t_ref_ns = base;
-
-  std::vector<double> t(ngroups, 0);
-  std::vector<Line> line(nranks);
-  std::vector<bool> slope(nranks, false);
-  for (size_t r = 0; r < nranks; ++r) {
-    if (by_rank[r].size() < opt.min_drift_samples) continue;
-    auto [lo, hi] = std::minmax_element(by_rank[r].begin(), by_rank[r].end(),
-                                        [](const ClockSample* a, const ClockSample* b) { return a->end_ns < b->end_ns; });
-    slope[r] = (*hi)->end_ns - (*lo)->end_ns >= opt.min_drift_span_ns;
-  }
-  auto corr = [&](size_t r, double x) { return line[r].a + line[r].b * x; };
-  std::vector<double> buf, xs, ys;
-  for (int iter = 0; iter < opt.iterations; ++iter) {
-    for (size_t g = 0; g < ngroups; ++g) {
-      if (by_group[g].empty()) continue;
-      buf.clear();
-      for (const ClockSample* s : by_group[g]) {
-        double e = double(s->end_ns - base);
-        buf.push_back(e - corr(s->rank, e));
-      }
-      t[g] = median(buf);
-    }
-    for (size_t r = 0; r < nranks; ++r) {
-      if (by_rank[r].empty()) continue;
-      xs.clear();
-      ys.clear();
-      for (const ClockSample* s : by_rank[r]) {
-        xs.push_back(t[s->group]);
-        ys.push_back(double(s->end_ns - base) - t[s->group]);
-      }
-      line[r] = fit_line(xs, ys, slope[r]);
-    }
-  }
-
-  // Zero is the clock of the first rank that has samples.
-  size_t ref = 0;
-  while (ref < nranks && by_rank[ref].empty()) ++ref;
-  out.reference_rank = ref;
-  const Line zero = line[ref];
-  std::vector<double> residuals;
-  for (size_t r = 0; r < nranks; ++r) {
-    out.rank_samples[r] = by_rank[r].size();
-    if (by_rank[r].empty()) continue;
-    // Relative to the reference: T' = T + zero(T) keeps every rank's fitted end unchanged.
-    // offset(T) - zero(T) as a function of T' (zero's slope is ppm-small: first order is enough).
-    const double b = line[r].b - zero.b;
-    out.offset_ns[r] = line[r].a - zero.a;
-    out.drift_ppm[r] = b * 1e6;
-    out.max_abs_offset_ns = std::max(out.max_abs_offset_ns, std::abs(out.offset_ns[r]));
-    out.max_abs_drift_ppm = std::max(out.max_abs_drift_ppm, std::abs(out.drift_ppm[r]));
-    buf.clear();
-    for (const ClockSample* s : by_rank[r]) {
-      double res = std::abs(double(s->end_ns - base) - t[s->group] - corr(r, t[s->group]));
-      buf.push_back(res);
-      if (by_group[s->group].size() >= 2) residuals.push_back(res);
-    }
-    out.rank_residual_ns[r] = median(buf);
-  }
-  out.residual_ns = residuals.empty() ? 0 : median(residuals);
-  // Per host, for the reader: the spread of its GPUs' offsets.
-  std::map<std::string, std::vector<size_t>> ranks_of;
-  for (size_t r = 0; r < nranks; ++r) ranks_of[hosts[r]].push_back(r);
-  for (auto& [host, ranks] : ranks_of) {
-    ClockOffsets::Host h;
-    h.host = host;
-    h.ranks = ranks;
-    std::vector<double> est;
-    for (size_t r : ranks)
-      if (!by_rank[r].empty()) est.push_back(out.offset_ns[r]);
-    if (!est.empty()) {
-      auto [lo, hi] = std::minmax_element(est.begin(), est.end());
-      h.spread_ns = *hi - *lo;
-      h.offset_ns = median(est);
-    }
-    out.hosts.push_back(std::move(h));
-  }
+  relative_to_reference(f, out);
+  host_spreads(f, hosts, out);
   return out;
 }
 
