@@ -76,23 +76,17 @@ std::string find_library() {
   throw std::runtime_error("liblaggard.so not found beside " + exe.string() + " (set LAGGARD_LIB)");
 }
 
-RunResult run_command(const RunOptions& o) {
-  if (o.command.empty()) throw std::runtime_error("no command given; usage: laggard run [OPTIONS] -- CMD [ARGS...]");
-  std::string lib = o.library.empty() ? find_library() : absolute_path(o.library);
-  if (std::error_code ec; !fs::is_regular_file(lib, ec))
-    throw std::runtime_error(fmt::format("--lib '{}': no such library file", o.library.empty() ? lib : o.library));
+namespace {
 
-  // The environment every rank inherits. Children of a launcher (torchrun, srun, mpirun)
-  // inherit it too, which is the point: no change to the job itself.
+// The environment every rank inherits. Children of a launcher (torchrun, srun, mpirun) inherit
+// it too, which is the point: no change to the job itself.
+void export_capture_environment(const RunOptions& o, const std::string& lib, const std::string& out,
+                                const std::string& run_id) {
   std::string preload = lib;
   if (const char* old = std::getenv("LD_PRELOAD"); old && *old) {
     if (std::string(old).find(lib) == std::string::npos) preload += ":" + std::string(old);
     else preload = old;
   }
-  std::string run_id;
-  if (const char* given = std::getenv("LAGGARD_RUN_ID"); given && *given) run_id = given;
-  else run_id = new_run_id();
-  std::string out = absolute_path(o.out_dir);
   setenv("LD_PRELOAD", preload.c_str(), 1);
   setenv("LAGGARD_ENABLE", "1", 1);
   setenv("LAGGARD_OUT", out.c_str(), 1);
@@ -100,24 +94,38 @@ RunResult run_command(const RunOptions& o) {
   if (!o.sections.empty()) setenv("LAGGARD_SECTIONS", o.sections.c_str(), 1);
   if (o.flush_s) setenv("LAGGARD_FLUSH_S", fmt::format("{}", *o.flush_s).c_str(), 1);
   if (!o.log.empty()) setenv("LAGGARD_LOG", o.log.c_str(), 1);
+}
 
-  RunResult result;
-  result.run_dir = out + "/" + run_id;
+// SIGINT and SIGTERM go on to the ranks while this object lives (restored at its end).
+class ForwardedSignals {
+ public:
+  ForwardedSignals() {
+    struct sigaction fwd {};
+    fwd.sa_sigaction = forward_signal;
+    fwd.sa_flags = SA_SIGINFO;
+    sigemptyset(&fwd.sa_mask);
+    sigaction(SIGINT, &fwd, &old_int_);
+    sigaction(SIGTERM, &fwd, &old_term_);
+  }
+  ~ForwardedSignals() { restore(); }
+  ForwardedSignals(const ForwardedSignals&) = delete;
+  ForwardedSignals& operator=(const ForwardedSignals&) = delete;
+  void restore() const {  // also in each child before exec
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
 
-  struct sigaction fwd {}, old_int {}, old_term {};
-  fwd.sa_sigaction = forward_signal;
-  fwd.sa_flags = SA_SIGINFO;
-  sigemptyset(&fwd.sa_mask);
-  sigaction(SIGINT, &fwd, &old_int);
-  sigaction(SIGTERM, &fwd, &old_term);
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
+void start_ranks(const RunOptions& o, const ForwardedSignals& signals) {
   const int n = o.nproc > 0 ? o.nproc : 1;
   for (int i = 0; i < n; ++i) {
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
     if (pid == 0) {
-      sigaction(SIGINT, &old_int, nullptr);
-      sigaction(SIGTERM, &old_term, nullptr);
+      signals.restore();
       if (o.nproc > 0) {
         std::string rank = std::to_string(i), size = std::to_string(n);
         setenv("RANK", rank.c_str(), 1);
@@ -130,8 +138,10 @@ RunResult run_command(const RunOptions& o) {
     }
     g_children.push_back(pid);
   }
+}
 
-  // Exit status: the command's own; with --nproc, the first failing rank's (128+N if killed).
+// Exit status: the command's own; with --nproc, the first failing rank's (128+N if killed).
+void wait_for_ranks(const RunOptions& o, RunResult& result) {
   bool have_failure = false;
   for (size_t left = g_children.size(); left > 0;) {
     int status = 0;
@@ -149,24 +159,45 @@ RunResult run_command(const RunOptions& o) {
     }
   }
   g_children.clear();
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+}
 
-  if (!o.quiet) {
-    std::error_code ec;
-    size_t files = 0;
-    for (auto it = fs::directory_iterator(result.run_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (it->path().filename().string().rfind("rank", 0) == 0) ++files;
-    if (files) {
-      fmt::print(stderr, "laggard: run {}: {} rank file(s) in {}\n", run_id, files, result.run_dir);
-      if (!o.report_after) fmt::print(stderr, "laggard: next: laggard report {}\n", result.run_dir);
-    }
-    else
-      fmt::print(stderr,
-                 "laggard: run {}: no rank files were written to {} (no NVTX ranges, no rank variables such "
-                 "as RANK, or an unwritable directory; LAGGARD_LOG=info tells more)\n",
-                 run_id, result.run_dir);
+void say_where_the_files_are(const RunOptions& o, const RunResult& result, const std::string& run_id) {
+  std::error_code ec;
+  size_t files = 0;
+  for (auto it = fs::directory_iterator(result.run_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().rfind("rank", 0) == 0) ++files;
+  if (files) {
+    fmt::print(stderr, "laggard: run {}: {} rank file(s) in {}\n", run_id, files, result.run_dir);
+    if (!o.report_after) fmt::print(stderr, "laggard: next: laggard report {}\n", result.run_dir);
+    return;
   }
+  fmt::print(stderr,
+             "laggard: run {}: no rank files were written to {} (no NVTX ranges, no rank variables such "
+             "as RANK, or an unwritable directory; LAGGARD_LOG=info tells more)\n",
+             run_id, result.run_dir);
+}
+
+}  // namespace
+
+RunResult run_command(const RunOptions& o) {
+  if (o.command.empty()) throw std::runtime_error("no command given; usage: laggard run [OPTIONS] -- CMD [ARGS...]");
+  std::string lib = o.library.empty() ? find_library() : absolute_path(o.library);
+  if (std::error_code ec; !fs::is_regular_file(lib, ec))
+    throw std::runtime_error(fmt::format("--lib '{}': no such library file", o.library.empty() ? lib : o.library));
+  std::string run_id;
+  if (const char* given = std::getenv("LAGGARD_RUN_ID"); given && *given) run_id = given;
+  else run_id = new_run_id();
+  const std::string out = absolute_path(o.out_dir);
+  export_capture_environment(o, lib, out, run_id);
+
+  RunResult result;
+  result.run_dir = out + "/" + run_id;
+  {
+    ForwardedSignals signals;
+    start_ranks(o, signals);
+    wait_for_ranks(o, result);
+  }
+  if (!o.quiet) say_where_the_files_are(o, result, run_id);
   return result;
 }
 
