@@ -4,6 +4,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <stdexcept>
@@ -145,55 +146,19 @@ json stream_events_json(const ImportedRank& r, const std::vector<size_t>& member
           {"correlation", corr}, {"api_start_offset_ns", api_start}, {"api_dur_ns", api_dur}};
 }
 
-json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, const std::vector<size_t>& stream_event_members,
-              int64_t window_start) {
-  std::unordered_map<uint32_t, int> local;  // run string id -> window index
-  json strings = json::array();
-  auto str = [&](uint32_t id) -> json {
-    if (id == StringTable::kNone) return json();
-    auto [it, added] = local.emplace(id, int(strings.size()));
-    if (added) strings.push_back(r.strings.at(id));
-    return it->second;
-  };
-  using Key = std::tuple<uint32_t, uint32_t, int, bool, std::array<uint32_t, 6>>;
+using Shape = std::array<uint32_t, 6>;  // grid x, y, z, block x, y, z
+
+// Per (section, name, kind, nccl, shape): count, total, min, max and median duration, the
+// window's "kernels" list, largest total first.
+json kernel_stats_json(const ImportedRank& r, const std::vector<size_t>& members,
+                       const std::function<json(uint32_t)>& str) {
+  using Key = std::tuple<uint32_t, uint32_t, int, bool, Shape>;
   std::map<Key, std::vector<int64_t>> stats;
-  std::map<std::array<uint32_t, 6>, int> shapes;
-  json shape_list = json::array();
-  json kind = json::array(), name = json::array(), section = json::array(), start = json::array(),
-       dur = json::array(), api_start = json::array(), api_dur = json::array(), tid = json::array(),
-       corr = json::array(), device = json::array(), stream = json::array(), shape = json::array(),
-       bytes = json::array(), copy = json::array(), flags = json::array(), api = json::array();
   for (size_t i : members) {
     const GpuActivity& a = r.gpu[i];
-    std::array<uint32_t, 6> sh{a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]};
+    Shape sh{a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]};
     stats[{a.section, a.name, int(a.kind), a.nccl, sh}].push_back(a.end_ns - a.start_ns);
-    kind.push_back(int(a.kind));
-    name.push_back(str(a.name));
-    json s = str(a.section);
-    section.push_back(s.is_null() ? json(-1) : s);
-    start.push_back(a.start_ns - window_start);
-    dur.push_back(a.end_ns - a.start_ns);
-    bool launch_known = a.api_end_ns != 0;
-    api_start.push_back(launch_known ? a.api_start_ns - window_start : 0);
-    api_dur.push_back(launch_known ? a.api_end_ns - a.api_start_ns : -1);
-    tid.push_back(a.api_tid);
-    corr.push_back(a.correlation);
-    device.push_back(a.device);
-    stream.push_back(a.stream);
-    if (a.kind == GpuKind::kernel) {
-      auto [it, added] = shapes.emplace(sh, int(shape_list.size()));
-      if (added) shape_list.push_back(sh);
-      shape.push_back(it->second);
-    } else {
-      shape.push_back(-1);
-    }
-    bytes.push_back(a.bytes);
-    copy.push_back(a.copy_kind);
-    flags.push_back((a.nccl ? 1u : 0u) | (a.graph ? 2u : 0u) | (launch_known ? 0u : 4u));
-    json api_name = str(a.api_name);
-    api.push_back(api_name.is_null() ? json(-1) : api_name);
   }
-  json stream_events = stream_events_json(r, stream_event_members, window_start, str);
   json kernels = json::array();
   for (auto& [key, durs] : stats) {
     auto& [sec, nm, k, nccl, sh] = key;
@@ -214,15 +179,72 @@ json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, const s
   }
   std::sort(kernels.begin(), kernels.end(),
             [](const json& a, const json& b) { return a["total_ns"].get<int64_t>() > b["total_ns"].get<int64_t>(); });
+  return kernels;
+}
+
+// The window's GPU records as the schema's columns (version 2 "records").
+json gpu_records_json(const ImportedRank& r, const std::vector<size_t>& members, int64_t window_start,
+                      const std::function<json(uint32_t)>& str) {
+  std::map<Shape, int> shapes;
+  json shape_list = json::array();
+  json kind = json::array(), name = json::array(), section = json::array(), start = json::array(),
+       dur = json::array(), api_start = json::array(), api_dur = json::array(), tid = json::array(),
+       corr = json::array(), device = json::array(), stream = json::array(), shape = json::array(),
+       bytes = json::array(), copy = json::array(), flags = json::array(), api = json::array();
+  for (size_t i : members) {
+    const GpuActivity& a = r.gpu[i];
+    kind.push_back(int(a.kind));
+    name.push_back(str(a.name));
+    json s = str(a.section);
+    section.push_back(s.is_null() ? json(-1) : s);
+    start.push_back(a.start_ns - window_start);
+    dur.push_back(a.end_ns - a.start_ns);
+    bool launch_known = a.api_end_ns != 0;
+    api_start.push_back(launch_known ? a.api_start_ns - window_start : 0);
+    api_dur.push_back(launch_known ? a.api_end_ns - a.api_start_ns : -1);
+    tid.push_back(a.api_tid);
+    corr.push_back(a.correlation);
+    device.push_back(a.device);
+    stream.push_back(a.stream);
+    if (a.kind == GpuKind::kernel) {
+      Shape sh{a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]};
+      auto [it, added] = shapes.emplace(sh, int(shape_list.size()));
+      if (added) shape_list.push_back(sh);
+      shape.push_back(it->second);
+    } else {
+      shape.push_back(-1);
+    }
+    bytes.push_back(a.bytes);
+    copy.push_back(a.copy_kind);
+    flags.push_back((a.nccl ? 1u : 0u) | (a.graph ? 2u : 0u) | (launch_known ? 0u : 4u));
+    json api_name = str(a.api_name);
+    api.push_back(api_name.is_null() ? json(-1) : api_name);
+  }
+  return {{"kind", kind}, {"name", name}, {"section", section}, {"start_offset_ns", start}, {"dur_ns", dur},
+          {"api_start_offset_ns", api_start}, {"api_dur_ns", api_dur}, {"tid", tid}, {"correlation", corr},
+          {"device", device}, {"stream", stream}, {"shape", shape}, {"bytes", bytes}, {"copy_kind", copy},
+          {"flags", flags}, {"api", api}, {"shapes", shape_list}};
+}
+
+json gpu_json(const ImportedRank& r, const std::vector<size_t>& members, const std::vector<size_t>& stream_event_members,
+              int64_t window_start) {
+  std::unordered_map<uint32_t, int> local;  // run string id -> window index
+  json strings = json::array();
+  const std::function<json(uint32_t)> str = [&](uint32_t id) -> json {
+    if (id == StringTable::kNone) return json();
+    auto [it, added] = local.emplace(id, int(strings.size()));
+    if (added) strings.push_back(r.strings.at(id));
+    return it->second;
+  };
+  // The string table fills as the parts are built: records first, as before, for stable indices.
+  json records = gpu_records_json(r, members, window_start, str);
+  json stream_events = stream_events_json(r, stream_event_members, window_start, str);
+  json kernels = kernel_stats_json(r, members, str);
   return {{"sampled", true},
           {"clock_offset_ns", 0},
           {"strings", strings},
           {"kernels", kernels},
-          {"records",
-           {{"kind", kind}, {"name", name}, {"section", section}, {"start_offset_ns", start}, {"dur_ns", dur},
-            {"api_start_offset_ns", api_start}, {"api_dur_ns", api_dur}, {"tid", tid}, {"correlation", corr},
-            {"device", device}, {"stream", stream}, {"shape", shape}, {"bytes", bytes}, {"copy_kind", copy},
-            {"flags", flags}, {"api", api}, {"shapes", shape_list}}},
+          {"records", records},
           {"stream_events", stream_events}};
 }
 
@@ -373,7 +395,10 @@ void attribute_sections(ImportedRank& r) {
   attribute_to_main_thread(r, order);
 }
 
-std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, const std::string& run_id) {
+namespace {
+
+// The earliest and latest time anything of the rank happened (CPU ranges, launches, GPU work).
+std::pair<int64_t, int64_t> time_span(const ImportedRank& r) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const auto& x : r.ranges) lo = std::min(lo, x.start_ns), hi = std::max(hi, x.end_ns);
   for (const auto& a : r.gpu) {
@@ -381,72 +406,97 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
     hi = std::max(hi, a.end_ns);
   }
   if (lo > hi) throw std::runtime_error("nothing to import: no ranges and no GPU activity");
+  return {lo, hi};
+}
 
+// Indices into the rank's lists, per window: a range by its end (as capture does), GPU work by its start.
+struct WindowMembers {
+  std::vector<std::vector<size_t>> ranges, gpu, stream_events, collectives;
+};
+
+WindowMembers members_by_window(const ImportedRank& r, const std::vector<Window>& windows) {
+  WindowMembers m;
+  m.ranges.resize(windows.size());
+  m.gpu.resize(windows.size());
+  m.stream_events.resize(windows.size());
+  m.collectives.resize(windows.size());
+  for (size_t i = 0; i < r.ranges.size(); ++i) m.ranges[window_of(windows, r.ranges[i].end_ns - 1)].push_back(i);
+  std::vector<size_t> by_start(r.gpu.size());
+  for (size_t i = 0; i < by_start.size(); ++i) by_start[i] = i;
+  std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) { return r.gpu[a].start_ns < r.gpu[b].start_ns; });
+  for (size_t i : by_start) m.gpu[window_of(windows, r.gpu[i].start_ns)].push_back(i);
+  for (size_t i = 0; i < r.stream_events.size(); ++i)
+    m.stream_events[window_of(windows, r.stream_events[i].start_ns)].push_back(i);
+  for (size_t i = 0; i < r.collectives.size(); ++i)
+    m.collectives[window_of(windows, r.gpu[r.collectives[i].gpu_index].start_ns)].push_back(i);
+  return m;
+}
+
+json rank_file_header(const ImportedRank& r, const std::string& run_id, int64_t start_ns, int64_t end_ns) {
+  return {{"schema", "laggard-rank"},
+          {"schema_version", kImportSchemaVersion},
+          {"run_id", run_id},
+          {"run_id_source", "laggard import"},
+          {"rank", r.rank},
+          {"local_rank", json()},
+          {"world_size", r.world_size > 0 ? json(r.world_size) : json()},
+          {"rank_source", r.rank_source},
+          {"host", r.host},
+          {"pid", r.pid},
+          {"segment", 0},
+          {"process_start_ns", start_ns},
+          {"data_end_ns", end_ns},
+          {"written_ns", end_ns},
+          {"final", true},
+          {"signal", json()},
+          {"clock", {{"source", "imported from " + r.format}, {"epoch_offset_ns", 0}, {"gpu_offset_ns", 0},
+                     {"gpu_offset_uncertainty_ns", 0}}},
+          {"config", {{"flush_s", 0}, {"sections", ""}, {"cupti", true}, {"profiling_interval", 1}}},
+          {"capture", {{"nvtx", "imported"}, {"cupti", r.gpu.empty() ? "off: no GPU activity in the trace" : "on"},
+                       {"nccl", r.collectives.empty() ? "off: no NCCL kernels in the trace" : "on"}}},
+          {"import", {{"format", r.format}, {"source", r.source}, {"time_base_ns", r.time_base_ns},
+                      {"notes", r.notes}}},
+          {"dropped", drop_counts(r.unmatched_correlation)}};
+}
+
+// The header, then the windows one at a time, so only one window is in memory as JSON.
+void write_windows(std::ostream& out, const ImportedRank& r, json head, const std::vector<Window>& windows,
+                   const WindowMembers& members) {
+  const std::vector<int> parent = parents_of(r, ranges_by_thread(r));
+  std::string h = head.dump();
+  h.pop_back();
+  out << h << ",\"windows\":[";
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> seq;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    json win = {{"index", w},
+                {"start_ns", windows[w].start_ns},
+                {"end_ns", windows[w].end_ns},
+                {"dropped", drop_counts(0)},
+                {"sections", sections_json(r, members.ranges[w], parent, windows[w].start_ns)}};
+    if (!r.gpu.empty()) win["gpu"] = gpu_json(r, members.gpu[w], members.stream_events[w], windows[w].start_ns);
+    if (!r.collectives.empty()) win["nccl"] = nccl_json(r, members.collectives[w], windows[w].start_ns, seq);
+    out << (w ? "," : "") << win.dump();
+  }
+  out << "]}\n";
+}
+
+}  // namespace
+
+std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, const std::string& run_id) {
+  const auto [lo, hi] = time_span(r);
   std::vector<int64_t> step_starts;
   for (const auto& x : r.ranges)
     if (profiler_step_number(r.strings.at(x.name)) >= 0) step_starts.push_back(x.start_ns);
   std::sort(step_starts.begin(), step_starts.end());
-  std::vector<Window> windows = windows_of(r, step_starts, lo, hi);
-
-  // Members of each window: a range by its end (as capture does), GPU work by its start.
-  std::vector<std::vector<size_t>> ranges_in(windows.size()), gpu_in(windows.size()), coll_in(windows.size());
-  for (size_t i = 0; i < r.ranges.size(); ++i) ranges_in[window_of(windows, r.ranges[i].end_ns - 1)].push_back(i);
-  std::vector<size_t> by_start(r.gpu.size());
-  for (size_t i = 0; i < by_start.size(); ++i) by_start[i] = i;
-  std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) { return r.gpu[a].start_ns < r.gpu[b].start_ns; });
-  for (size_t i : by_start) gpu_in[window_of(windows, r.gpu[i].start_ns)].push_back(i);
-  std::vector<std::vector<size_t>> stream_events_in(windows.size());
-  for (size_t i = 0; i < r.stream_events.size(); ++i) stream_events_in[window_of(windows, r.stream_events[i].start_ns)].push_back(i);
-  for (size_t i = 0; i < r.collectives.size(); ++i)
-    coll_in[window_of(windows, r.gpu[r.collectives[i].gpu_index].start_ns)].push_back(i);
-  std::vector<int> parent = parents_of(r, ranges_by_thread(r));
+  const std::vector<Window> windows = windows_of(r, step_starts, lo, hi);
 
   fs::create_directories(run_dir);
-  std::string name = fmt::format("rank{:05d}-{}-seg0000.json", r.rank, r.pid);
-  fs::path path = fs::path(run_dir) / name;
-  fs::path tmp = fs::path(run_dir) / ("." + name + ".tmp");
+  const std::string name = fmt::format("rank{:05d}-{}-seg0000.json", r.rank, r.pid);
+  const fs::path path = fs::path(run_dir) / name, tmp = fs::path(run_dir) / ("." + name + ".tmp");
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write '" + tmp.string() + "'");
-    json head = {{"schema", "laggard-rank"},
-                 {"schema_version", kImportSchemaVersion},
-                 {"run_id", run_id},
-                 {"run_id_source", "laggard import"},
-                 {"rank", r.rank},
-                 {"local_rank", json()},
-                 {"world_size", r.world_size > 0 ? json(r.world_size) : json()},
-                 {"rank_source", r.rank_source},
-                 {"host", r.host},
-                 {"pid", r.pid},
-                 {"segment", 0},
-                 {"process_start_ns", lo},
-                 {"data_end_ns", windows.back().end_ns},
-                 {"written_ns", windows.back().end_ns},
-                 {"final", true},
-                 {"signal", json()},
-                 {"clock", {{"source", "imported from " + r.format}, {"epoch_offset_ns", 0}, {"gpu_offset_ns", 0},
-                            {"gpu_offset_uncertainty_ns", 0}}},
-                 {"config", {{"flush_s", 0}, {"sections", ""}, {"cupti", true}, {"profiling_interval", 1}}},
-                 {"capture", {{"nvtx", "imported"}, {"cupti", r.gpu.empty() ? "off: no GPU activity in the trace" : "on"},
-                              {"nccl", r.collectives.empty() ? "off: no NCCL kernels in the trace" : "on"}}},
-                 {"import", {{"format", r.format}, {"source", r.source}, {"time_base_ns", r.time_base_ns},
-                             {"notes", r.notes}}},
-                 {"dropped", drop_counts(r.unmatched_correlation)}};
-    std::string h = head.dump();
-    h.pop_back();  // the windows follow, one at a time, so only one window is in memory as JSON
-    out << h << ",\"windows\":[";
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> seq;
-    for (size_t w = 0; w < windows.size(); ++w) {
-      json win = {{"index", w},
-                  {"start_ns", windows[w].start_ns},
-                  {"end_ns", windows[w].end_ns},
-                  {"dropped", drop_counts(0)},
-                  {"sections", sections_json(r, ranges_in[w], parent, windows[w].start_ns)}};
-      if (!r.gpu.empty()) win["gpu"] = gpu_json(r, gpu_in[w], stream_events_in[w], windows[w].start_ns);
-      if (!r.collectives.empty()) win["nccl"] = nccl_json(r, coll_in[w], windows[w].start_ns, seq);
-      out << (w ? "," : "") << win.dump();
-    }
-    out << "]}\n";
+    write_windows(out, r, rank_file_header(r, run_id, lo, windows.back().end_ns), windows, members_by_window(r, windows));
     out.flush();
     if (!out) throw std::runtime_error("cannot write '" + tmp.string() + "' (disk full?)");
   }
