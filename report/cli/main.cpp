@@ -325,6 +325,9 @@ struct WatchCommand : Command {
     cmd->add_option("--window-s", o.scores.window_s, "report window in seconds (default: the capture flush interval)")
         ->check(CLI::Range(0.001, 1e7));
     cmd->add_option("--step-section", o.step_section, "NVTX section that marks a training step");
+    cmd->add_option("--max-section-series", o.max_section_series,
+                    "--serve: above this many (rank, section) samples per metric, only straggler ranks get them")
+        ->check(CLI::Range(size_t{0}, size_t{1} << 30))->capture_default_str();
   }
   int execute() override { return laggard::cli::watch_command(o, std::cout, std::cerr); }
 };

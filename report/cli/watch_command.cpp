@@ -159,7 +159,7 @@ int watch_command(const WatchOptions& o, std::ostream& out, std::ostream& err) {
     if (n == 0 || print != last_print || !last.state.waiting.empty()) last = read_and_score(o);
     last_print = print;
     try {
-      if (server) server->publish(report::render_prometheus(last.state, last.read_s, last.read_at_ns));
+      if (server) server->publish(report::render_prometheus(last.state, last.read_s, last.read_at_ns, o.max_section_series));
       report::WatchViewOptions view{table_rows(o, terminal), o.interval_s, server ? server->url() : "", now_ns()};
       std::ostringstream text;
       report::render_watch(last.state, view, text);

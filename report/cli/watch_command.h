@@ -6,6 +6,8 @@
 #include <ostream>
 #include <string>
 
+#include "render_prometheus.h"
+
 #include "reader.h"
 #include "scores.h"
 
@@ -20,6 +22,7 @@ struct WatchOptions {
   std::string serve;     // HOST:PORT; empty: no server
   int count = 0;         // refreshes before exiting; 0: until SIGINT / SIGTERM
   size_t top = 0;        // rows per table; 0: fit the terminal (20 when not a terminal)
+  size_t max_section_series = report::kDefaultMaxSectionSeries;  // --serve: per-section samples per family
 };
 
 // Exit codes: 0 stopped by SIGINT/SIGTERM or after `count` refreshes, 2 bad options or the

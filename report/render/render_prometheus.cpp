@@ -44,12 +44,22 @@ constexpr MetricDef kBlame{"laggard_nccl_blame_seconds",
 constexpr MetricDef kWaited{"laggard_nccl_wait_seconds", "Time the rank waited for others in NCCL collectives."};
 constexpr MetricDef kLast{"laggard_nccl_last_arrivals", "Matched NCCL collectives in which the rank arrived last."};
 constexpr MetricDef kCollectives{"laggard_nccl_collectives", "Matched NCCL collectives the rank took part in."};
+constexpr MetricDef kMinRelative{"laggard_rank_min_section_relative_score",
+                                 "Lowest NVRx relative score of the rank's NVTX sections over the run."};
+constexpr MetricDef kMinIndividual{"laggard_rank_min_section_individual_score",
+                                   "Lowest NVRx individual score of the rank's NVTX sections."};
+constexpr MetricDef kMinWindowRelative{"laggard_rank_min_section_window_relative_score",
+                                       "Lowest NVRx relative score of the rank's NVTX sections in their newest report window."};
+constexpr MetricDef kLeftOut{"laggard_section_series_left_out",
+                             "Per-section samples of non-straggler ranks left out to keep the series count bounded "
+                             "(laggard watch --max-section-series)."};
 
 constexpr const MetricDef* kAll[] = {&kRunInfo, &kRanks, &kWorldSize, &kProblems, &kReadSeconds, &kReadTime,
                                      &kStragglers, &kFinal, &kDataEnd, &kWindows, &kStraggler, &kRelative,
                                      &kIndividual, &kWindowRelative, &kMedian, &kGpuRelative, &kGpuIndividual,
                                      &kGpuSectionRelative, &kSteps, &kStepMedian, &kStepLast, &kBlame, &kWaited,
-                                     &kLast, &kCollectives};
+                                     &kLast, &kCollectives, &kMinRelative, &kMinIndividual, &kMinWindowRelative,
+                                     &kLeftOut};
 
 // Length of the valid UTF-8 sequence at s[i], 0 when there is none (RFC 3629: no overlongs, no
 // surrogates, nothing past U+10FFFF).
@@ -114,15 +124,36 @@ void per_rank(Exposition& e, const MetricDef& m, const WatchState& st, F value) 
   }
 }
 
-// One family over all (rank, section) pairs of a per-section map.
+// One family over (rank, section) pairs of a per-section map: every rank's while the pairs fit
+// the budget, else only the stragglers' (Prometheus keeps a series per label set: 10,000 ranks x
+// 50 sections would be 500,000 per family). Returns the samples left out.
 template <class Map, class F>
-void per_section(Exposition& e, const MetricDef& m, const WatchState& st, Map WatchRank::*sections, F value) {
+size_t per_section(Exposition& e, const MetricDef& m, const WatchState& st, Map WatchRank::*sections, F value,
+                   size_t budget) {
+  size_t pairs = 0;
+  for (const WatchRank& r : st.ranks) pairs += (r.*sections).size();
+  const bool all = pairs <= budget;
+  size_t left_out = 0;
   e.family(m);
   for (const WatchRank& r : st.ranks) {
     std::string rank = std::to_string(r.rank);
-    for (const auto& [name, s] : r.*sections)
-      if (std::optional<double> v = value(s)) e.sample({{"rank", rank}, {"host", r.host}, {"section", name}}, *v);
+    for (const auto& [name, s] : r.*sections) {
+      std::optional<double> v = value(s);
+      if (!v) continue;
+      if (all || r.straggler) e.sample({{"rank", rank}, {"host", r.host}, {"section", name}}, *v);
+      else ++left_out;
+    }
   }
+  return left_out;
+}
+
+// The lowest of a per-section score of the rank; none when no section has one.
+template <class F>
+std::optional<double> lowest(const WatchRank& r, F score) {
+  std::optional<double> low;
+  for (const auto& [name, s] : r.sections)
+    if (std::optional<double> v = score(s); v && (!low || *v < *low)) low = v;
+  return low;
 }
 
 }  // namespace
@@ -156,7 +187,8 @@ std::string prometheus_label_value(std::string_view s) {
   return out;
 }
 
-std::string render_prometheus(const WatchState& st, double read_duration_s, int64_t read_at_ns) {
+std::string render_prometheus(const WatchState& st, double read_duration_s, int64_t read_at_ns,
+                              size_t max_section_series) {
   using Opt = std::optional<double>;
   auto seconds = [](double ns) { return ns / 1e9; };
   Exposition e;
@@ -179,13 +211,24 @@ std::string render_prometheus(const WatchState& st, double read_duration_s, int6
   per_rank(e, kFinal, st, [](const WatchRank& r) -> Opt { return r.final ? 1 : 0; });
   per_rank(e, kWindows, st, [](const WatchRank& r) -> Opt { return double(r.windows); });
   per_rank(e, kDataEnd, st, [](const WatchRank& r) -> Opt { return r.data_end_ns ? Opt(r.data_end_ns / 1e9) : Opt(); });
-  per_section(e, kRelative, st, &WatchRank::sections, [](const WatchSection& s) { return s.relative; });
-  per_section(e, kIndividual, st, &WatchRank::sections, [](const WatchSection& s) { return s.individual; });
-  per_section(e, kWindowRelative, st, &WatchRank::sections, [](const WatchSection& s) { return s.window_relative; });
-  per_section(e, kMedian, st, &WatchRank::sections, [&](const WatchSection& s) -> Opt { return seconds(s.median_ns); });
+  auto relative = [](const WatchSection& s) { return s.relative; };
+  auto individual = [](const WatchSection& s) { return s.individual; };
+  auto window_relative = [](const WatchSection& s) { return s.window_relative; };
+  per_rank(e, kMinRelative, st, [&](const WatchRank& r) { return lowest(r, relative); });
+  per_rank(e, kMinIndividual, st, [&](const WatchRank& r) { return lowest(r, individual); });
+  per_rank(e, kMinWindowRelative, st, [&](const WatchRank& r) { return lowest(r, window_relative); });
+  const size_t budget = max_section_series;
+  size_t left_out = per_section(e, kRelative, st, &WatchRank::sections, relative, budget);
+  left_out += per_section(e, kIndividual, st, &WatchRank::sections, individual, budget);
+  left_out += per_section(e, kWindowRelative, st, &WatchRank::sections, window_relative, budget);
+  left_out += per_section(e, kMedian, st, &WatchRank::sections,
+                          [&](const WatchSection& s) -> Opt { return seconds(s.median_ns); }, budget);
   per_rank(e, kGpuRelative, st, [](const WatchRank& r) { return r.gpu.relative; });
   per_rank(e, kGpuIndividual, st, [](const WatchRank& r) { return r.gpu.individual; });
-  per_section(e, kGpuSectionRelative, st, &WatchRank::gpu_sections, [](const WatchGpu& g) { return g.relative; });
+  left_out += per_section(e, kGpuSectionRelative, st, &WatchRank::gpu_sections,
+                          [](const WatchGpu& g) { return g.relative; }, budget);
+  e.family(kLeftOut);
+  e.sample({}, double(left_out));
   per_rank(e, kSteps, st, [](const WatchRank& r) -> Opt { return double(r.steps); });
   per_rank(e, kStepMedian, st, [&](const WatchRank& r) { return r.step_median_ns ? Opt(seconds(*r.step_median_ns)) : Opt(); });
   per_rank(e, kStepLast, st, [&](const WatchRank& r) { return r.step_last_ns ? Opt(seconds(*r.step_last_ns)) : Opt(); });

@@ -102,6 +102,46 @@ TEST(Prometheus, ServesEveryNamedMetricWithScoresOfTheStraggler) {
   EXPECT_NE(text.find("laggard_step_median_seconds{rank=\"3\""), std::string::npos);
 }
 
+size_t samples_of(const std::string& text, const std::string& metric, const std::string& rank_label = "") {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(metric + "{" + rank_label, 0) == 0) ++n;
+  return n;
+}
+
+// 10,000 ranks x 50 sections would be 500,000 series per family: above the budget only straggler
+// ranks keep their per-section samples, the rest are counted as left out, and every rank still
+// has its lowest section score.
+TEST(Prometheus, PerSectionSeriesBeyondTheBudgetKeepOnlyStragglerRanks) {
+  WatchState st = slow_rank_state(3);
+  size_t pairs = 0, straggler_pairs = 0;
+  for (const auto& r : st.ranks) {
+    pairs += r.sections.size();
+    if (r.straggler) straggler_pairs += r.sections.size();
+  }
+  ASSERT_GT(pairs, straggler_pairs);
+  ASSERT_GT(straggler_pairs, 0u);
+
+  std::string all = report::render_prometheus(st, 0.01, 1'800'000'000'000'000'000);  // default budget
+  EXPECT_EQ(samples_of(all, "laggard_section_median_seconds"), pairs);
+  EXPECT_NE(all.find("laggard_section_series_left_out 0\n"), std::string::npos);
+
+  std::string capped = report::render_prometheus(st, 0.01, 1'800'000'000'000'000'000, pairs - 1);
+  expect_valid_exposition(capped);
+  EXPECT_EQ(samples_of(capped, "laggard_section_median_seconds"), straggler_pairs);
+  EXPECT_EQ(samples_of(capped, "laggard_section_median_seconds", "rank=\"3\""), straggler_pairs);
+  EXPECT_EQ(samples_of(capped, "laggard_section_median_seconds", "rank=\"0\""), 0u);
+  EXPECT_NE(capped.find("laggard_section_series_left_out "), std::string::npos);
+  EXPECT_EQ(capped.find("laggard_section_series_left_out 0\n"), std::string::npos);
+  for (const auto& r : st.ranks)  // every rank's weakest section, whatever the budget
+    EXPECT_EQ(samples_of(capped, "laggard_rank_min_section_relative_score", "rank=\"" + std::to_string(r.rank) + "\""),
+              r.worst_relative ? 1u : 0u);
+  const std::string min3 = "laggard_rank_min_section_relative_score{rank=\"3\",host=\"node0\"} ";
+  ASSERT_NE(capped.find(min3), std::string::npos);
+  EXPECT_DOUBLE_EQ(std::stod(capped.substr(capped.find(min3) + min3.size())), *st.ranks[3].worst_relative);
+}
+
 TEST(Prometheus, RunWithoutFilesYetStillRendersTheRunLevelGauges) {
   WatchState st;
   st.waiting = "no laggard rank files";
