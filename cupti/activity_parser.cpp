@@ -36,6 +36,18 @@ static_assert(offsetof(Memcpy, graphId) + sizeof(uint32_t) <= sizeof(CUpti_Activ
 
 uint32_t dim(int32_t v) { return v < 0 ? 0 : static_cast<uint32_t>(v); }
 
+// The fields kernel, memcpy and memset records share, by the same names in cupti_activity.h.
+template <class Record>
+void common_fields(const Record* x, RecordKind kind, GpuRecord& r) {
+  r.kind = kind;
+  r.start = x->start;
+  r.end = x->end;
+  r.device = x->deviceId;
+  r.stream = x->streamId;
+  r.correlation = x->correlationId;
+  r.graph = x->graphId != 0;
+}
+
 }  // namespace
 
 ParseResult parse_record(const CUpti_Activity* rec, GpuRecord* out) {
@@ -45,41 +57,23 @@ ParseResult parse_record(const CUpti_Activity* rec, GpuRecord* out) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = reinterpret_cast<const Kernel*>(rec);
-      r.kind = RecordKind::kernel;
+      common_fields(k, RecordKind::kernel, r);
       r.name = k->name;
-      r.start = k->start;
-      r.end = k->end;
-      r.device = k->deviceId;
-      r.stream = k->streamId;
-      r.correlation = k->correlationId;
       r.grid = {dim(k->gridX), dim(k->gridY), dim(k->gridZ)};
       r.block = {dim(k->blockX), dim(k->blockY), dim(k->blockZ)};
-      r.graph = k->graphId != 0;
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const Memcpy*>(rec);
-      r.kind = RecordKind::memcpy;
-      r.start = m->start;
-      r.end = m->end;
-      r.device = m->deviceId;
-      r.stream = m->streamId;
-      r.correlation = m->correlationId;
+      common_fields(m, RecordKind::memcpy, r);
       r.bytes = m->bytes;
       r.copy_kind = m->copyKind;
-      r.graph = m->graphId != 0;
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const Memset*>(rec);
-      r.kind = RecordKind::memset;
-      r.start = m->start;
-      r.end = m->end;
-      r.device = m->deviceId;
-      r.stream = m->streamId;
-      r.correlation = m->correlationId;
+      common_fields(m, RecordKind::memset, r);
       r.bytes = m->bytes;
-      r.graph = m->graphId != 0;
       break;
     }
     default:
