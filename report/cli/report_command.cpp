@@ -69,6 +69,8 @@ bool write_html(const report::RunModel& model, const report::ScoreReport& scores
 int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err) {
   report::RunModel model;
   ProgressBar bar(err, &err == &std::cerr && stderr_is_terminal());
+  StageTimer timer(err);
+  timer.next("reading");
   try {
     model = report::read_run(o.dir, with_progress(o.read, bar));
   } catch (const std::exception& e) {
@@ -78,7 +80,8 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   }
   bar.clear();  // the report and its warnings start on a clean line
   ReportOptions analysing = o;  // the bar goes on through the analyses of a long merge
-  analysing.on_stage = [&bar](const std::string& name) {
+  analysing.on_stage = [&bar, &timer](const std::string& name) {
+    timer.next(name.empty() ? "writing" : name);
     if (name.empty()) bar.clear();
     else bar.update("analysing: " + name, -1);
   };
