@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "parallel.h"
 #include "stats.h"
 
 namespace laggard::report {
@@ -281,18 +282,23 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
   std::vector<const KernelMap*> whole_maps;
   for (size_t ri = 0; ri < w.acc.size(); ++ri)
     if (const Scoped* s = pick(ri); s && !s->whole.empty()) whole_maps.push_back(&s->whole);
-  Reference whole_ref = common_minimum(whole_maps);
   // Each rank's windows once (not every window of every rank): ranks stay in order per window.
   std::vector<std::vector<const KernelMap*>> window_maps(w.nwin);
   for (size_t ri = 0; ri < w.acc.size(); ++ri)
     if (const Scoped* s = pick(ri))
       for (const auto& [k, m] : s->by_window)
         if (!m.empty()) window_maps[k].push_back(&m);
+  // The references, whole run and per window, then the ranks, each on every core: every index
+  // writes only its own results (parallel.h), so the scores do not depend on the threads.
+  Reference whole_ref;
   std::vector<Reference> window_ref(w.nwin);
-  for (int k = 0; k < w.nwin; ++k) window_ref[k] = common_minimum(window_maps[k]);
-  for (size_t ri = 0; ri < w.acc.size(); ++ri) {
+  parallel_for(size_t(w.nwin) + 1, [&](size_t k) {
+    if (k == size_t(w.nwin)) whole_ref = common_minimum(whole_maps);
+    else window_ref[k] = common_minimum(window_maps[k]);
+  });
+  parallel_for(w.acc.size(), [&](size_t ri) {
     const Scoped* s = pick(ri);
-    if (!s || s->whole.empty()) continue;
+    if (!s || s->whole.empty()) return;
     GpuScore whole;
     whole.kernels = count_of(s->whole);
     whole.kernel_ns = time_of(s->whole);
@@ -314,7 +320,7 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
       store_window(ri, k, ws);
     }
     store_whole(ri, whole);
-  }
+  });
 }
 
 // Every rank's scores: all compute kernels, then each section's.
