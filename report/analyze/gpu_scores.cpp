@@ -191,8 +191,6 @@ struct GpuWork {
   int nwin = 1;
   double window_ns = 1e10;
   std::vector<RankAcc> acc;                              // per rank index
-  RankBuild build;                                       // the rank being gathered
-  std::vector<std::pair<double, double>> scratch;
   TopMap top;
   std::vector<std::map<int, GpuWindowRank>> per_window;  // per rank index
   // Where each rank's scores sit in out.windows: (window, index in it), by window.
@@ -205,8 +203,13 @@ int report_window(const GpuWork& w, const CaptureWindow& cw) {
   return std::clamp(k, 0, w.nwin - 1);
 }
 
-// Counts and times of one kernel statistic on the rank; compute kernels go into the scopes.
-void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu& g) {
+// Compute kernels are scored; copies, memsets and NCCL kernels are only counted.
+bool is_compute(const KernelWindowStats& s) {
+  return s.kind != GpuKind::memcpy && s.kind != GpuKind::memset && !s.nccl;
+}
+
+// Counts and times of one kernel statistic on the rank.
+void count_stats(GpuWork& w, size_t ri, const KernelWindowStats& s, RankGpu& g) {
   g.has_data = true;
   g.records += s.count;
   TopAcc& t = w.top[uint64_t(s.section) << 32 | s.name];
@@ -236,7 +239,11 @@ void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu
   }
   g.kernel_count += s.count;
   g.kernel_ns += s.total_ns;
-  RankBuild& rb = w.build;
+}
+
+// A compute kernel's statistic into the rank's scopes: all kernels and its section, each for
+// the whole run and for report window k.
+void add_entries(RankBuild& rb, int k, const KernelWindowStats& s) {
   auto found = std::find(rb.sections.begin(), rb.sections.end(), s.section);
   const int scope = 1 + static_cast<int>(found - rb.sections.begin());
   if (found == rb.sections.end()) rb.sections.push_back(s.section);
@@ -252,8 +259,21 @@ void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu
 
 // Per rank, per scope, whole run and per report window.
 void gather(GpuWork& w) {
-  w.acc.resize(w.model.ranks.size());
-  for (size_t ri = 0; ri < w.model.ranks.size(); ++ri) {
+  const size_t n = w.model.ranks.size();
+  w.acc.resize(n);
+  // Each rank's scopes on every core (each index writes only its own).
+  parallel_for(n, [&](size_t ri) {
+    RankBuild rb;
+    std::vector<std::pair<double, double>> scratch;
+    for (const CaptureWindow& cw : w.model.ranks[ri].windows) {
+      const int k = report_window(w, cw);
+      for (const KernelWindowStats& s : cw.kernel_stats)
+        if (is_compute(s)) add_entries(rb, k, s);
+    }
+    w.acc[ri] = build_rank(w.model.strings, rb, scratch);
+  });
+  // Counts and the run-wide kernel totals, in rank order (TopAcc counts ranks as they come).
+  for (size_t ri = 0; ri < n; ++ri) {
     const RankData& r = w.model.ranks[ri];
     RankGpu g;
     g.rank = r.rank;
@@ -262,10 +282,8 @@ void gather(GpuWork& w) {
     for (const CaptureWindow& cw : r.windows) {
       if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
       if (cw.gpu_sampled) ++g.sampled_windows;
-      const int k = report_window(w, cw);
-      for (const KernelWindowStats& s : cw.kernel_stats) add_stats(w, ri, k, s, g);
+      for (const KernelWindowStats& s : cw.kernel_stats) count_stats(w, ri, s, g);
     }
-    w.acc[ri] = build_rank(w.model.strings, w.build, w.scratch);
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
     g.unmatched = counter(r.dropped, "unmatched_correlation");
     g.buffer_full = counter(r.dropped, "gpu_buffer_full");
