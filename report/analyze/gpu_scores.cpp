@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "parallel.h"
 #include "stats.h"
 
 namespace laggard::report {
@@ -19,9 +20,19 @@ namespace {
 struct KernelKey {
   uint32_t name;
   uint32_t grid[3], block[3];
-  auto tie() const { return std::tie(name, grid[0], grid[1], grid[2], block[0], block[1], block[2]); }
-  bool operator<(const KernelKey& o) const { return tie() < o.tie(); }
-  bool operator==(const KernelKey& o) const { return tie() == o.tie(); }
+  // Name, then grid, then block: the order of std::tie(name, grid..., block...), written out
+  // because this comparison is the hot spot of the scores at 10,000 ranks.
+  bool operator<(const KernelKey& o) const {
+    if (name != o.name) return name < o.name;
+    for (int d = 0; d < 3; ++d)
+      if (grid[d] != o.grid[d]) return grid[d] < o.grid[d];
+    for (int d = 0; d < 3; ++d)
+      if (block[d] != o.block[d]) return block[d] < o.block[d];
+    return false;
+  }
+  bool operator==(const KernelKey& o) const {
+    return name == o.name && std::equal(grid, grid + 3, o.grid) && std::equal(block, block + 3, o.block);
+  }
 };
 
 struct KernelAcc {
@@ -45,23 +56,15 @@ struct RankAcc {
 
 using Reference = std::vector<std::pair<KernelKey, double>>;  // sorted by key
 
-const double* find_in(const Reference& ref, const KernelKey& key) {
-  auto it = std::lower_bound(ref.begin(), ref.end(), key, [](const auto& e, const KernelKey& k) { return e.first < k; });
-  return it != ref.end() && it->first == key ? &it->second : nullptr;
-}
-
-const KernelAcc* find_in(const KernelMap& m, const KernelKey& key) {
-  auto it = std::lower_bound(m.begin(), m.end(), key, [](const KernelAcc& a, const KernelKey& k) { return a.key < k; });
-  return it != m.end() && it->key == key ? &*it : nullptr;
-}
-
 // NVRx's weighted average; no value when no kernel has a reference.
 std::optional<double> weighted_score(const KernelMap& mine, const Reference& ref) {
   double num = 0, den = 0;
   int common = 0;
+  auto r = ref.begin();  // both sorted by key: one walk through each
   for (const KernelAcc& acc : mine) {
-    const double* best = find_in(ref, acc.key);
-    if (!best) continue;
+    while (r != ref.end() && r->first < acc.key) ++r;
+    if (r == ref.end() || !(r->first == acc.key)) continue;
+    const double* best = &r->second;
     ++common;
     double med = acc.median;
     double ratio = med > 0 ? std::min(1.0, *best / med) : 1.0;
@@ -76,16 +79,21 @@ std::optional<double> weighted_score(const KernelMap& mine, const Reference& ref
 Reference common_minimum(const std::vector<const KernelMap*>& maps) {
   Reference ref;
   if (maps.empty()) return ref;
-  for (const KernelAcc& acc : *maps.front()) {
-    double best = acc.median;
-    bool everywhere = true;
-    for (size_t i = 1; i < maps.size() && everywhere; ++i) {
-      const KernelAcc* other = find_in(*maps[i], acc.key);
-      if (!other) everywhere = false;
-      else best = std::min(best, other->median);
+  const KernelMap& first = *maps.front();
+  std::vector<double> best(first.size());
+  std::vector<char> everywhere(first.size(), 1);
+  for (size_t k = 0; k < first.size(); ++k) best[k] = first[k].median;
+  for (size_t i = 1; i < maps.size(); ++i) {  // every map sorted by key: one walk through each
+    const KernelMap& other = *maps[i];
+    auto o = other.begin();
+    for (size_t k = 0; k < first.size(); ++k) {
+      while (o != other.end() && o->key < first[k].key) ++o;
+      if (o != other.end() && o->key == first[k].key) best[k] = std::min(best[k], o->median);
+      else everywhere[k] = 0;
     }
-    if (everywhere) ref.emplace_back(acc.key, best);
   }
+  for (size_t k = 0; k < first.size(); ++k)
+    if (everywhere[k]) ref.emplace_back(first[k].key, best[k]);
   return ref;
 }
 
@@ -190,8 +198,6 @@ struct GpuWork {
   int nwin = 1;
   double window_ns = 1e10;
   std::vector<RankAcc> acc;                              // per rank index
-  RankBuild build;                                       // the rank being gathered
-  std::vector<std::pair<double, double>> scratch;
   TopMap top;
   std::vector<std::map<int, GpuWindowRank>> per_window;  // per rank index
   // Where each rank's scores sit in out.windows: (window, index in it), by window.
@@ -204,8 +210,13 @@ int report_window(const GpuWork& w, const CaptureWindow& cw) {
   return std::clamp(k, 0, w.nwin - 1);
 }
 
-// Counts and times of one kernel statistic on the rank; compute kernels go into the scopes.
-void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu& g) {
+// Compute kernels are scored; copies, memsets and NCCL kernels are only counted.
+bool is_compute(const KernelWindowStats& s) {
+  return s.kind != GpuKind::memcpy && s.kind != GpuKind::memset && !s.nccl;
+}
+
+// Counts and times of one kernel statistic on the rank.
+void count_stats(GpuWork& w, size_t ri, const KernelWindowStats& s, RankGpu& g) {
   g.has_data = true;
   g.records += s.count;
   TopAcc& t = w.top[uint64_t(s.section) << 32 | s.name];
@@ -235,7 +246,11 @@ void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu
   }
   g.kernel_count += s.count;
   g.kernel_ns += s.total_ns;
-  RankBuild& rb = w.build;
+}
+
+// A compute kernel's statistic into the rank's scopes: all kernels and its section, each for
+// the whole run and for report window k.
+void add_entries(RankBuild& rb, int k, const KernelWindowStats& s) {
   auto found = std::find(rb.sections.begin(), rb.sections.end(), s.section);
   const int scope = 1 + static_cast<int>(found - rb.sections.begin());
   if (found == rb.sections.end()) rb.sections.push_back(s.section);
@@ -251,8 +266,21 @@ void add_stats(GpuWork& w, size_t ri, int k, const KernelWindowStats& s, RankGpu
 
 // Per rank, per scope, whole run and per report window.
 void gather(GpuWork& w) {
-  w.acc.resize(w.model.ranks.size());
-  for (size_t ri = 0; ri < w.model.ranks.size(); ++ri) {
+  const size_t n = w.model.ranks.size();
+  w.acc.resize(n);
+  // Each rank's scopes on every core (each index writes only its own).
+  parallel_for(n, [&](size_t ri) {
+    RankBuild rb;
+    std::vector<std::pair<double, double>> scratch;
+    for (const CaptureWindow& cw : w.model.ranks[ri].windows) {
+      const int k = report_window(w, cw);
+      for (const KernelWindowStats& s : cw.kernel_stats)
+        if (is_compute(s)) add_entries(rb, k, s);
+    }
+    w.acc[ri] = build_rank(w.model.strings, rb, scratch);
+  });
+  // Counts and the run-wide kernel totals, in rank order (TopAcc counts ranks as they come).
+  for (size_t ri = 0; ri < n; ++ri) {
     const RankData& r = w.model.ranks[ri];
     RankGpu g;
     g.rank = r.rank;
@@ -261,10 +289,8 @@ void gather(GpuWork& w) {
     for (const CaptureWindow& cw : r.windows) {
       if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
       if (cw.gpu_sampled) ++g.sampled_windows;
-      const int k = report_window(w, cw);
-      for (const KernelWindowStats& s : cw.kernel_stats) add_stats(w, ri, k, s, g);
+      for (const KernelWindowStats& s : cw.kernel_stats) count_stats(w, ri, s, g);
     }
-    w.acc[ri] = build_rank(w.model.strings, w.build, w.scratch);
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
     g.unmatched = counter(r.dropped, "unmatched_correlation");
     g.buffer_full = counter(r.dropped, "gpu_buffer_full");
@@ -281,18 +307,23 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
   std::vector<const KernelMap*> whole_maps;
   for (size_t ri = 0; ri < w.acc.size(); ++ri)
     if (const Scoped* s = pick(ri); s && !s->whole.empty()) whole_maps.push_back(&s->whole);
-  Reference whole_ref = common_minimum(whole_maps);
   // Each rank's windows once (not every window of every rank): ranks stay in order per window.
   std::vector<std::vector<const KernelMap*>> window_maps(w.nwin);
   for (size_t ri = 0; ri < w.acc.size(); ++ri)
     if (const Scoped* s = pick(ri))
       for (const auto& [k, m] : s->by_window)
         if (!m.empty()) window_maps[k].push_back(&m);
+  // The references, whole run and per window, then the ranks, each on every core: every index
+  // writes only its own results (parallel.h), so the scores do not depend on the threads.
+  Reference whole_ref;
   std::vector<Reference> window_ref(w.nwin);
-  for (int k = 0; k < w.nwin; ++k) window_ref[k] = common_minimum(window_maps[k]);
-  for (size_t ri = 0; ri < w.acc.size(); ++ri) {
+  parallel_for(size_t(w.nwin) + 1, [&](size_t k) {
+    if (k == size_t(w.nwin)) whole_ref = common_minimum(whole_maps);
+    else window_ref[k] = common_minimum(window_maps[k]);
+  });
+  parallel_for(w.acc.size(), [&](size_t ri) {
     const Scoped* s = pick(ri);
-    if (!s || s->whole.empty()) continue;
+    if (!s || s->whole.empty()) return;
     GpuScore whole;
     whole.kernels = count_of(s->whole);
     whole.kernel_ns = time_of(s->whole);
@@ -314,7 +345,7 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
       store_window(ri, k, ws);
     }
     store_whole(ri, whole);
-  }
+  });
 }
 
 // Every rank's scores: all compute kernels, then each section's.

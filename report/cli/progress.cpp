@@ -1,8 +1,11 @@
 #include "progress.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -45,5 +48,33 @@ void ProgressBar::clear() {
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+namespace {
+
+double process_cpu_s() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+}  // namespace
+
+StageTimer::StageTimer(std::ostream& out) : out_(out) {
+  const char* v = std::getenv("LAGGARD_STAGE_TIMES");
+  on_ = v && *v && std::strcmp(v, "0") != 0;
+}
+
+void StageTimer::next(const std::string& name) {
+  if (!on_) return;
+  const auto now = ProgressBar::Clock::now();
+  const double cpu = process_cpu_s();
+  if (!stage_.empty())
+    out_ << fmt::format("laggard report: stage {}: {:.3f} s wall, {:.3f} s CPU\n", stage_,
+                        std::chrono::duration<double>(now - wall_).count(), cpu - cpu_s_);
+  stage_ = name;
+  wall_ = now;
+  cpu_s_ = cpu;
+}
 
 }  // namespace laggard::cli

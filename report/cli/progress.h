@@ -38,4 +38,23 @@ class ProgressBar {
 // Whether stderr is a terminal.
 bool stderr_is_terminal();
 
+// LAGGARD_STAGE_TIMES=1: one line per stage of `laggard report` on stderr, with its wall time and
+// the CPU time (user + sys, all threads) the process spent in it, for benchmarks (bench/scale).
+class StageTimer {
+ public:
+  explicit StageTimer(std::ostream& out);  // off unless LAGGARD_STAGE_TIMES is set and not "0"
+  ~StageTimer() { next(""); }
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+  // Ends the stage running (printing its times) and starts `name` ("": none).
+  void next(const std::string& name);
+
+ private:
+  std::ostream& out_;
+  bool on_ = false;
+  std::string stage_;
+  ProgressBar::Clock::time_point wall_{};
+  double cpu_s_ = 0;
+};
+
 }  // namespace laggard::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <future>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -69,6 +70,8 @@ bool write_html(const report::RunModel& model, const report::ScoreReport& scores
 int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err) {
   report::RunModel model;
   ProgressBar bar(err, &err == &std::cerr && stderr_is_terminal());
+  StageTimer timer(err);
+  timer.next("reading");
   try {
     model = report::read_run(o.dir, with_progress(o.read, bar));
   } catch (const std::exception& e) {
@@ -78,7 +81,8 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   }
   bar.clear();  // the report and its warnings start on a clean line
   ReportOptions analysing = o;  // the bar goes on through the analyses of a long merge
-  analysing.on_stage = [&bar](const std::string& name) {
+  analysing.on_stage = [&bar, &timer](const std::string& name) {
+    timer.next(name.empty() ? "writing" : name);
     if (name.empty()) bar.clear();
     else bar.update("analysing: " + name, -1);
   };
@@ -170,10 +174,14 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     dest = &file;
   }
   if (o.format == "json") {
+    // The three big parts on their own threads (each only reads the model and the analyses);
+    // joined in the same order, so the report does not depend on it.
+    auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, analyses); });
+    auto comm_json = std::async(std::launch::async, [&] { return report::render_comm_json(model, analyses.comm); });
     nlohmann::json j = report::render_json(model, scores);
     if (!cut_text.empty()) j["cut"] = cut_text;
-    j.update(report::render_analyses_json(model, analyses));
-    j["comm"] = report::render_comm_json(model, analyses.comm);
+    j.update(analyses_json.get());
+    j["comm"] = comm_json.get();
     j["hang_reports"] = report::mention_hangs_json(model.dir);
     j["gpu_health"] = report::render_health_json(health);
     *dest << j.dump(2) << '\n';

@@ -1,6 +1,7 @@
 #include "reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "json_tape.h"
 #include "reader_checks.h"
+#include "reader_fast.h"
 #include "reader_frames.h"
 #include "reader_gpu.h"
 #include "reader_integrity.h"
@@ -258,7 +261,45 @@ json parse_json(std::string_view text, const char* what) {
   }
 }
 
+std::atomic<bool> fast_reader{true};
+
+// One window: the fast path when it accepts (reader_fast.h), else the DOM code.
+void read_tape_window(const JsonTape& tape, size_t at, int version, StringTable& strings, Segment& s,
+                      std::string_view binary_records = {}) {
+  CaptureWindow cw;
+  if (fast_reader.load(std::memory_order_relaxed) && read_window_fast(tape, at, version, strings, s.folded_ranges, cw, binary_records))
+    s.windows.push_back(std::move(cw));
+  else
+    s.windows.push_back(read_window(tape.to_json(at), version, strings, s.folded_ranges, s.notes, binary_records));
+}
+
+// The parse of each file reuses its thread's tape.
+JsonTape& thread_tape() {
+  thread_local JsonTape tape;
+  return tape;
+}
+
+// The common case without a DOM of the windows: valid JSON with one "windows" array. nullopt
+// when the file is not that (the DOM code then says what is wrong with it).
+std::optional<Segment> parse_json_segment_fast(const std::string& text, const std::string& path, StringTable& strings) {
+  JsonTape& tape = thread_tape();
+  if (!tape.parse(text)) return std::nullopt;
+  size_t windows = tape.only_member(0, "windows");
+  if (!windows || tape.at(windows).type != JsonTape::Type::array) return std::nullopt;
+  json j = tape.to_json(0, "windows");
+  int version = checked_version(j);
+  Segment s;
+  s.path = path;
+  read_header(j, s);
+  BadWindows bad;
+  for (size_t w = JsonTape::first_child(windows); w < tape.at(windows).next; w = tape.at(w).next)
+    try_window(bad, [&] { read_tape_window(tape, w, version, strings, s); });
+  bad.add_to(s.notes);
+  return s;
+}
+
 Segment parse_json_segment(const std::string& text, const std::string& path, StringTable& strings) {
+  if (auto fast = parse_json_segment_fast(text, path, strings)) return std::move(*fast);
   json j = parse_json(text, "");
   int version = checked_version(j);
   Segment s;
@@ -283,7 +324,9 @@ Segment parse_frame_segment(const std::string& text, const std::string& path, St
   FrameScan scan = scan_frames(text, [&](const FrameParts& f) {
     header.assign(f.header_json);
     try_window(bad, [&] {
-      json w = parse_json(f.window_json, " in a window");
+      JsonTape& tape = thread_tape();
+      if (tape.parse(f.window_json)) return read_tape_window(tape, 0, kFirstFrameSchema, strings, s, f.gpu_records);
+      json w = parse_json(f.window_json, " in a window");  // throws, saying where, unless the tape was too large
       s.windows.push_back(read_window(w, kFirstFrameSchema, strings, s.folded_ranges, s.notes, f.gpu_records));
     });
   });
@@ -297,6 +340,8 @@ Segment parse_frame_segment(const std::string& text, const std::string& path, St
 }
 
 }  // namespace
+
+void use_fast_reader(bool on) { fast_reader = on; }
 
 Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings) {
   if (text.empty()) throw std::runtime_error("empty file");

@@ -1,6 +1,7 @@
 #include "reader_frames.h"
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -57,7 +58,10 @@ Payload frame_payload(std::string_view text, size_t at) {
   }
   if (compression != 1) return fail(fmt::format("a frame of unknown compression {}", compression));
   p.bytes.assign(raw, '\0');
-  size_t n = ZSTD_decompress(p.bytes.data(), p.bytes.size(), body.data(), body.size());
+  // One context per thread: ZSTD_decompress() would allocate (and page in) a new one per frame.
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!dctx) return fail("a frame that cannot be decompressed here (out of memory)");
+  size_t n = ZSTD_decompressDCtx(dctx.get(), p.bytes.data(), p.bytes.size(), body.data(), body.size());
   if (ZSTD_isError(n) || n != raw) return fail("a frame that does not decompress");
   return p;
 }

@@ -1,0 +1,59 @@
+// A flat, allocation-light form of one JSON text for the reader's fast path (issue 14): the
+// text goes through nlohmann's own SAX parser (the same lexer and acceptance as json::parse),
+// and each value becomes one fixed-size entry of a vector, reused from one text to the next,
+// instead of a node tree of std::map and std::string allocations. The fast readers
+// (reader_fast.h) read the model from it; anything they do not handle is turned back into the
+// nlohmann::json the DOM parse would have built (to_json) and read by the original code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace laggard::report {
+
+class JsonTape {
+ public:
+  enum class Type : uint8_t { null, boolean, integer, unsigned_integer, floating, string, object, array };
+  struct Value {
+    Type type = Type::null;
+    bool boolean = false;
+    uint32_t next = 0;      // index of the value after this one and everything inside it
+    uint32_t children = 0;  // object members or array elements
+    uint32_t key_at = 0, key_size = 0;  // member of an object: its key, in the string arena
+    uint32_t str_at = 0, str_size = 0;  // string: its text, in the string arena
+    union {
+      int64_t i;
+      uint64_t u;
+      double d;
+    };
+    Value() : u(0) {}
+  };
+
+  // Parses `text`; false when it is not one valid JSON value (json::parse would throw) or is
+  // too large for 32-bit indices. Value 0 is the root.
+  bool parse(std::string_view text);
+
+  const Value& at(size_t i) const { return values_[i]; }
+  size_t size() const { return values_.size(); }
+  std::string_view key(const Value& v) const { return {arena_.data() + v.key_at, v.key_size}; }
+  std::string_view str(const Value& v) const { return {arena_.data() + v.str_at, v.str_size}; }
+  // The first child of container i (its end is at(i).next).
+  static size_t first_child(size_t i) { return i + 1; }
+
+  // Value i as the DOM parse builds it (numbers keep their kind; a repeated key keeps the last),
+  // leaving out the object member `skip` of value i when given.
+  nlohmann::json to_json(size_t i, std::string_view skip = {}) const;
+  // The index of the member `key` of object i, or 0 when it has none or more than one.
+  size_t only_member(size_t i, std::string_view key) const;
+
+ private:
+  friend struct JsonTapeBuilder;
+  std::vector<Value> values_;
+  std::string arena_;
+};
+
+}  // namespace laggard::report

@@ -1,0 +1,281 @@
+// The reader's fast path (report/read/reader_fast.h, issue 14) against the DOM code it stands in
+// for: for valid windows it must accept and give the same model (strings interned in the same
+// order), and for every malformed window the file must read exactly as it does with the DOM code
+// alone (the same windows kept, the same notes and errors: issue 10's problem entries).
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "json_tape.h"
+#include "reader_fast.h"
+#include "reader_segment.h"
+
+namespace {
+
+using nlohmann::json;
+namespace rep = laggard::report;
+
+constexpr int64_t kStart = 1'795'419'561'000'000'000;
+
+json rich_window(int index) {
+  const int64_t start = kStart + index * 10'000'000'000LL;
+  json occ = {{"start_offset_ns", {1000, 2000}}, {"dur_ns", {500, 600}}, {"tid", {7, 8}}};
+  json sections = json::array(
+      {{{"name", "step"}, {"domain", nullptr}, {"parent", nullptr}, {"count", 4}, {"total_ns", 2200},
+        {"min_ns", 500}, {"max_ns", 600}, {"median_ns", 550}, {"median_from_sample", true}, {"occurrences", occ}},
+       {{"name", "fwd"}, {"domain", "app"}, {"parent", "step"}, {"count", 2}, {"total_ns", 20}, {"min_ns", 10},
+        {"max_ns", 10}, {"median_ns", 10}},
+       {{"name", "(other)"}, {"folded", true}, {"count", 9}, {"total_ns", 1}, {"min_ns", 1}, {"max_ns", 1},
+        {"median_ns", 1}}});
+  json kernel = {{"section", 0}, {"name", 1}, {"kind", "kernel"}, {"nccl", false}, {"graph", true},
+                 {"grid", {64, 2, 1}}, {"block", {128, 1, 1}}, {"count", 3}, {"total_ns", 30}, {"min_ns", 9},
+                 {"max_ns", 11}, {"median_ns", 10}};
+  json memcpy = {{"section", nullptr}, {"name", 2}, {"kind", "memcpy"}, {"count", 1}, {"total_ns", 5},
+                 {"min_ns", 5}, {"max_ns", 5}, {"median_ns", 5}};
+  json records = json::object();
+  for (const char* c : {"kind", "name", "section", "start_offset_ns", "dur_ns", "api_start_offset_ns", "api_dur_ns",
+                        "tid", "correlation", "device", "stream", "shape", "bytes", "copy_kind", "flags", "shapes"})
+    records[c] = json::array();
+  json gpu = {{"sampled", false},
+              {"clock_offset_ns", 0},
+              {"launches", 12},
+              {"strings", {"fwd", "gemm_kernel", "[memcpy HtoD]"}},
+              {"kernels", {kernel, memcpy}},
+              {"late", {{{"window", index > 0 ? index - 1 : 0}, {"kernels", {kernel}}}}},
+              {"records", records}};
+  json ops = {{"comm", {0, 0, 1}},
+              {"p2p", {0, 0, 1}},
+              {"func", {0, 0, 3}},
+              {"seq", {0, 1, 0}},
+              {"count", {16, 16, 4}},
+              {"bytes", {64, 64, 16}},
+              {"datatype", {1, 1, 9}},
+              {"root", {-1, -1, -1}},
+              {"peer", {-1, -1, 1}},
+              {"algo", {2, 2, nullptr}},
+              {"proto", {3, 3, 3}},
+              {"nchannels", {2, 2, 1}},
+              {"channels", {2, nullptr, 1}},
+              {"host_start_offset_ns", {100, 5000, 7000}},
+              {"host_dur_ns", {50, nullptr, 20}},
+              {"chan_host_start_offset_ns", {150, nullptr, 7100}},
+              {"chan_host_stop_offset_ns", {900, nullptr, 7500}},
+              {"gpu_start_offset_ns", {200, nullptr, -100}},
+              {"gpu_dur_ns", {300, nullptr, 40}}};
+  json nccl = {{"gpu_clock", "globaltimer"},
+               {"plugin", {{"table", 6}, {"inits", 1}, {"kernel_events", "on"}}},
+               {"comms",
+                {{{"id", "5eed0000c0de"}, {"name", nullptr}, {"nranks", 4}, {"rank", 1}, {"nnodes", 1}},
+                 {{"id", "beef"}, {"name", "pp"}, {"nranks", 2}, {"rank", 0}}}},
+               {"strings", {"AllReduce", "ncclFloat32", "RING", "SIMPLE"}},
+               {"ops", ops},
+               {"p2p", {{{"comm", 1}, {"sends", 3}, {"recvs", 2}, {"send_bytes", 30}, {"recv_bytes", 20}}}},
+               {"dropped", {{"pool_full", 1}, {"no_gpu_time", 0}}}};
+  return {{"index", index},
+          {"start_ns", start},
+          {"end_ns", start + 10'000'000'000LL},
+          {"dropped", {{"ring_full", 0}, {"nccl_pool_full", 2}, {"occurrences_sampled", 2}}},
+          {"sections", sections},
+          {"gpu", gpu},
+          {"nccl", nccl},
+          {"paused", {{{"start_ns", start + 10}, {"end_ns", start + 20}, {"command", "pause"}, {"seq", 1}}}}};
+}
+
+json rank_file(int version) {
+  json f = {{"schema", "laggard-rank"}, {"schema_version", version}, {"run_id", "r"},   {"rank", 3},
+            {"world_size", 8},          {"host", "h3"},                 {"pid", 103},     {"segment", 0},
+            {"process_start_ns", kStart}, {"data_end_ns", kStart + 30'000'000'000LL}, {"final", true},
+            {"config", {{"flush_s", 10}}}, {"dropped", json::object()}};
+  f["windows"] = {rich_window(0), rich_window(1), rich_window(2)};
+  return f;
+}
+
+// Everything the reader puts into a Segment, strings by value and in table order.
+std::string describe(const rep::Segment& s, const rep::StringTable& t) {
+  std::ostringstream o;
+  o << "rank " << s.rank << " world " << s.world_size << " folded " << s.folded_ranges << "\n";
+  for (const auto& n : s.notes) o << "note " << n << "\n";
+  for (size_t i = 0; i < t.size(); ++i) o << "string " << i << " " << t.at(static_cast<uint32_t>(i)) << "\n";
+  for (const rep::CaptureWindow& w : s.windows) {
+    o << "window " << w.index << " " << w.start_ns << " " << w.end_ns << " sampled " << w.gpu_sampled << " launches "
+      << w.gpu_launches << " starved " << w.gpu_starved << " table " << w.nccl_table << " events "
+      << w.nccl_kernel_events << " health " << w.gpu_health.size() << " paused " << w.paused.size() << "\n";
+    for (const auto& [k, v] : w.dropped) o << " dropped " << k << "=" << v << "\n";
+    for (const rep::SectionWindow& sec : w.sections) {
+      o << " section " << sec.name << "|" << sec.domain << "|" << sec.parent << " " << sec.count << " " << sec.total_ns
+        << " " << sec.min_ns << " " << sec.max_ns << " " << sec.median_ns << " " << sec.median_from_sample << "\n";
+      for (const rep::Occurrence& x : sec.occurrences)
+        o << "  occ " << x.start_ns << " " << x.dur_ns << " " << x.tid << " " << x.weight << "\n";
+    }
+    auto stats = [&](const rep::KernelWindowStats& k) {
+      o << t.at(k.section) << "|" << t.at(k.name) << " " << int(k.kind) << k.nccl << k.graph << " " << k.grid[0]
+        << "," << k.grid[1] << "," << k.grid[2] << " " << k.block[0] << "," << k.block[1] << "," << k.block[2] << " "
+        << k.count << " " << k.total_ns << " " << k.min_ns << " " << k.max_ns << " " << k.median_ns << "\n";
+    };
+    for (const auto& k : w.kernel_stats) o << " kernel ", stats(k);
+    for (const auto& l : w.gpu_late) o << " late " << l.window << " ", stats(l.stats);
+    for (const rep::Collective& c : w.collectives)
+      o << " op " << t.at(c.comm) << "|" << t.at(c.comm_name) << " " << c.comm_nranks << " " << c.comm_rank << " "
+        << c.comm_nnodes << " " << t.at(c.func) << " " << c.p2p << " " << c.peer << " " << c.seq << " " << c.count
+        << " " << c.bytes << " " << t.at(c.datatype) << " " << c.root << " " << t.at(c.algo) << " " << t.at(c.proto)
+        << " " << c.nchannels << " " << c.channels << " " << c.upload_start_ns << " " << c.upload_end_ns << " "
+        << c.gpu_start_ns << " " << c.gpu_end_ns << " " << c.chan_host_start_ns << " " << c.chan_host_stop_ns << "\n";
+    for (const auto& p : w.p2p)
+      o << " p2p " << t.at(p.comm) << " " << p.comm_nranks << " " << p.comm_rank << " " << p.sends << " " << p.recvs
+        << " " << p.send_bytes << " " << p.recv_bytes << "\n";
+  }
+  return o.str();
+}
+
+// How the file reads: its segment described, or the error that made it unreadable.
+std::string read_as(const std::string& text, bool fast) {
+  rep::use_fast_reader(fast);
+  rep::StringTable strings;
+  std::string out;
+  try {
+    rep::Segment s = rep::parse_segment_text(text, "rank3.json", strings);
+    out = describe(s, strings);
+  } catch (const std::exception& e) {
+    out = std::string("error: ") + e.what();
+  }
+  rep::use_fast_reader(true);
+  return out;
+}
+
+void expect_same_reading(const std::string& text, const std::string& what) {
+  EXPECT_EQ(read_as(text, true), read_as(text, false)) << what;
+}
+
+TEST(ReaderFast, AcceptsAWindowOfEveryPartItReads) {
+  for (int version : {3, 4, 5}) {
+    json f = rank_file(version);
+    rep::JsonTape tape;
+    ASSERT_TRUE(tape.parse(f["windows"][1].dump()));
+    rep::StringTable strings;
+    rep::CaptureWindow cw;
+    uint64_t folded = 0;
+    ASSERT_TRUE(rep::read_window_fast(tape, 0, version, strings, folded, cw)) << version;
+    EXPECT_EQ(folded, 9u);
+    EXPECT_EQ(cw.sections.size(), 2u);
+    EXPECT_EQ(cw.collectives.size(), 3u);
+    EXPECT_EQ(cw.paused.size(), 1u);
+  }
+}
+
+TEST(ReaderFast, ValidFilesReadAsTheDomCodeReadsThem) {
+  for (int version : {1, 2, 3, 4, 5}) {
+    std::string text = rank_file(version).dump();
+    std::string fast = read_as(text, true);
+    EXPECT_EQ(fast, read_as(text, false)) << version;
+    EXPECT_EQ(fast.find("error"), std::string::npos) << fast;
+  }
+}
+
+TEST(ReaderFast, ARepeatedKeyReadsAsTheDomCodeReadsIt) {
+  std::string text = rank_file(5).dump();
+  for (const char* from : {"\"count\":4,", "\"index\":1,", "\"no_gpu_time\":0,", "\"nccl_pool_full\":2,", "\"launches\":12,"}) {
+    std::string t = text;
+    size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    std::string dup = from;
+    t.insert(at, dup.substr(0, dup.find(':')) + ":77,");  // the DOM keeps the last
+    expect_same_reading(t, from);
+  }
+}
+
+// Each malformed value: the same windows kept, the same notes, the same error.
+TEST(ReaderFast, MalformedWindowsGiveTheSameProblemsAsTheDomCode) {
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"float count", [](json& w) { w["sections"][0]["count"] = 4.0; }},
+      {"fractional count", [](json& w) { w["sections"][0]["count"] = 4.5; }},
+      {"negative duration", [](json& w) { w["sections"][1]["total_ns"] = -1; }},
+      {"huge duration", [](json& w) { w["sections"][1]["max_ns"] = uint64_t{1} << 62; }},
+      {"string count", [](json& w) { w["sections"][1]["count"] = "2"; }},
+      {"no name", [](json& w) { w["sections"][1].erase("name"); }},
+      {"null name", [](json& w) { w["sections"][1]["name"] = nullptr; }},
+      {"sections an object", [](json& w) { w["sections"] = json::object(); }},
+      {"sections missing", [](json& w) { w.erase("sections"); }},
+      {"end before start", [](json& w) { w["end_ns"] = w["start_ns"].get<int64_t>() - 1; }},
+      {"index negative", [](json& w) { w["index"] = -1; }},
+      {"window not an object", [](json& w) { w = json::array(); }},
+      {"occurrences differ", [](json& w) { w["sections"][0]["occurrences"]["tid"] = {7}; }},
+      {"more occurrences than count", [](json& w) { w["sections"][0]["count"] = 1; }},
+      {"occurrence before 1970", [](json& w) { w["sections"][0]["occurrences"]["start_offset_ns"][0] = -(int64_t{1} << 52); }},
+      {"tid too large", [](json& w) { w["sections"][0]["occurrences"]["tid"][1] = uint64_t{1} << 40; }},
+      {"folded not bool", [](json& w) { w["sections"][2]["folded"] = 1; }},
+      {"dropped bad value", [](json& w) { w["dropped"]["ring_full"] = -3; }},
+      {"dropped null", [](json& w) { w["dropped"] = nullptr; }},
+      {"gpu string index out of range", [](json& w) { w["gpu"]["kernels"][0]["name"] = 9; }},
+      {"gpu string not a string", [](json& w) { w["gpu"]["strings"][1] = 5; }},
+      {"gpu kind null", [](json& w) { w["gpu"]["kernels"][1]["kind"] = nullptr; }},
+      {"gpu grid string", [](json& w) { w["gpu"]["kernels"][0]["grid"] = "64"; }},
+      {"gpu grid negative", [](json& w) { w["gpu"]["kernels"][0]["grid"][1] = -2; }},
+      {"gpu sampled null", [](json& w) { w["gpu"]["sampled"] = nullptr; }},
+      {"gpu launches float", [](json& w) { w["gpu"]["launches"] = 12.7; }},
+      {"gpu late not an array", [](json& w) { w["gpu"]["late"] = json::object(); }},
+      {"gpu records missing a column", [](json& w) { w["gpu"]["records"].erase("tid"); }},
+      {"gpu records not empty", [](json& w) {
+         for (auto& [k, v] : w["gpu"]["records"].items()) v = k == "shapes" ? json::array() : json::array({0});
+       }},
+      {"gpu not an object", [](json& w) { w["gpu"] = 3; }},
+      {"nccl comm index out of range", [](json& w) { w["nccl"]["ops"]["comm"][2] = 5; }},
+      {"nccl column short", [](json& w) { w["nccl"]["ops"]["seq"] = {0, 1}; }},
+      {"nccl optional column short", [](json& w) { w["nccl"]["ops"]["channels"] = {1}; }},
+      {"nccl no comm column", [](json& w) { w["nccl"]["ops"].erase("comm"); }},
+      {"nccl func not a number", [](json& w) { w["nccl"]["ops"]["func"][0] = "AllReduce"; }},
+      {"nccl func out of range", [](json& w) { w["nccl"]["ops"]["func"][0] = 99; }},
+      {"nccl p2p 2", [](json& w) { w["nccl"]["ops"]["p2p"][0] = 2; }},
+      {"nccl rank outside comm", [](json& w) { w["nccl"]["comms"][0]["rank"] = 4; }},
+      {"nccl comm id missing", [](json& w) { w["nccl"]["comms"][1].erase("id"); }},
+      {"nccl comm name a number", [](json& w) { w["nccl"]["comms"][1]["name"] = 3; }},
+      {"nccl host start before 1970", [](json& w) { w["nccl"]["ops"]["host_start_offset_ns"][0] = -(int64_t{1} << 52); }},
+      {"nccl gpu start far", [](json& w) { w["nccl"]["ops"]["gpu_start_offset_ns"][0] = int64_t{1} << 61; }},
+      {"nccl dropped bad", [](json& w) { w["nccl"]["dropped"]["pool_full"] = -1; }},
+      {"nccl p2p comm out of range", [](json& w) { w["nccl"]["p2p"][0]["comm"] = 7; }},
+      {"nccl plugin table string", [](json& w) { w["nccl"]["plugin"]["table"] = "6"; }},
+      {"nccl stream events", [](json& w) { w["gpu"]["stream_events"] = json::object(); }},
+      {"paused bad", [](json& w) { w["paused"][0]["end_ns"] = 0; }},
+      {"gpu health", [](json& w) { w["gpu_health"] = {{"devices", json::array()}}; }},
+  };
+  for (const Case& c : cases) {
+    json f = rank_file(5);
+    c.edit(f["windows"][1]);
+    expect_same_reading(f.dump(), c.what);
+  }
+}
+
+TEST(ReaderFast, InvalidJsonGivesTheSameError) {
+  std::string text = rank_file(5).dump();
+  expect_same_reading(text.substr(0, text.size() / 2), "cut in half");
+  expect_same_reading(text + " x", "trailing text");
+  std::string bad_utf8 = text;
+  bad_utf8.replace(bad_utf8.find("gemm_kernel"), 4, "\xff\xfe\xfd\xfc");
+  expect_same_reading(bad_utf8, "invalid UTF-8");
+  json no_windows = rank_file(5);
+  no_windows.erase("windows");
+  expect_same_reading(no_windows.dump(), "no windows");
+  json old = rank_file(5);
+  old["schema_version"] = 9;
+  expect_same_reading(old.dump(), "unknown version");
+}
+
+TEST(JsonTape, ToJsonRebuildsTheDom) {
+  const std::string text = R"({"a":[1,-2,3.5,"x\u00e9",true,null,{}],"b":{"c":18446744073709551615},"a":0})";
+  rep::JsonTape tape;
+  ASSERT_TRUE(tape.parse(text));
+  EXPECT_EQ(tape.to_json(0), json::parse(text));
+  EXPECT_EQ(tape.to_json(0).dump(), json::parse(text).dump());
+  EXPECT_EQ(tape.only_member(0, "a"), 0u);  // repeated
+  EXPECT_NE(tape.only_member(0, "b"), 0u);
+  EXPECT_FALSE(tape.parse("{\"a\":}"));
+  EXPECT_FALSE(tape.parse(""));
+}
+
+}  // namespace
