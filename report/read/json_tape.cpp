@@ -4,6 +4,8 @@
 
 namespace laggard::report {
 
+static_assert(sizeof(JsonTape::Value) == 32, "one tape entry per JSON value: keep it small");
+
 // nlohmann's SAX interface (json.hpp, json_sax<BasicJsonType>): each callback returns false to
 // stop the parse.
 struct JsonTapeBuilder {
@@ -69,8 +71,8 @@ struct JsonTapeBuilder {
     if (!fits(s.size()) || tape.arena_.size() + s.size() > std::numeric_limits<uint32_t>::max()) return false;
     uint32_t at = append_text(s);
     Value& v = push(Type::string);
-    v.str_at = at;
-    v.str_size = static_cast<uint32_t>(s.size());
+    v.text.at = at;
+    v.text.size = static_cast<uint32_t>(s.size());
     return true;
   }
   bool binary(json::binary_t&) { return false; }  // not in JSON text
@@ -103,6 +105,12 @@ bool JsonTape::parse(std::string_view text) {
   arena_.clear();
   JsonTapeBuilder b{*this, {}, 0, 0};
   return nlohmann::json::sax_parse(text.begin(), text.end(), &b) && b.open.empty() && !values_.empty();
+}
+
+void JsonTape::release_if_large() {
+  constexpr size_t kKeep = size_t{16} << 20;  // bytes: a summaries window is a few hundred KiB
+  if (values_.capacity() * sizeof(Value) > kKeep) std::vector<Value>().swap(values_);
+  if (arena_.capacity() > kKeep) std::string().swap(arena_);
 }
 
 size_t JsonTape::only_member(size_t i, std::string_view k) const {

@@ -24,11 +24,13 @@ class JsonTape {
     uint32_t next = 0;      // index of the value after this one and everything inside it
     uint32_t children = 0;  // object members or array elements
     uint32_t key_at = 0, key_size = 0;  // member of an object: its key, in the string arena
-    uint32_t str_at = 0, str_size = 0;  // string: its text, in the string arena
     union {
       int64_t i;
       uint64_t u;
       double d;
+      struct {
+        uint32_t at, size;  // string: its text, in the string arena
+      } text;
     };
     Value() : u(0) {}
   };
@@ -40,9 +42,12 @@ class JsonTape {
   const Value& at(size_t i) const { return values_[i]; }
   size_t size() const { return values_.size(); }
   std::string_view key(const Value& v) const { return {arena_.data() + v.key_at, v.key_size}; }
-  std::string_view str(const Value& v) const { return {arena_.data() + v.str_at, v.str_size}; }
+  std::string_view str(const Value& v) const { return {arena_.data() + v.text.at, v.text.size}; }
   // The first child of container i (its end is at(i).next).
   static size_t first_child(size_t i) { return i + 1; }
+
+  // Gives back the memory of a large text's tape (a thread keeps its tape for the next file).
+  void release_if_large();
 
   // Value i as the DOM parse builds it (numbers keep their kind; a repeated key keeps the last),
   // leaving out the object member `skip` of value i when given.

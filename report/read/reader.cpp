@@ -299,7 +299,15 @@ std::optional<Segment> parse_json_segment_fast(const std::string& text, const st
 }
 
 Segment parse_json_segment(const std::string& text, const std::string& path, StringTable& strings) {
-  if (auto fast = parse_json_segment_fast(text, path, strings)) return std::move(*fast);
+  std::optional<Segment> fast;
+  try {
+    fast = parse_json_segment_fast(text, path, strings);
+  } catch (...) {
+    thread_tape().release_if_large();
+    throw;
+  }
+  thread_tape().release_if_large();
+  if (fast) return std::move(*fast);
   json j = parse_json(text, "");
   int version = checked_version(j);
   Segment s;
