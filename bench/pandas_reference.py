@@ -14,36 +14,130 @@ belongs to the step during which it was launched (host time). Only steps every r
 
 Usage: bench/pandas_reference.py RUN_DIR [--laggard build/laggard] [--step-section step]
 
-Debian's python3-pandas (scripts/setup installs it). load_rank() is the one place that knows
-the per-kernel record layout of a file: today's JSON columns (docs/schema.md, "GPU").
+Debian's python3-pandas and python3-zstandard (scripts/setup installs them). load_rank() is the
+one place that knows the per-kernel record layout of a file: JSON segments (docs/schema.md, "GPU")
+or binary frames (docs/schema.md, "Version 5: binary kernel records"; decoded as
+report/read/reader_frames.cpp does, with numpy).
 """
 import argparse
 import glob
 import json
 import os
+import resource
+import struct
 import subprocess
 import sys
 import time
+import zlib
 
 import numpy as np
 import pandas as pd
+import zstandard
 
 KERNEL_COLUMNS = ["rank", "name", "section", "start", "end", "launch", "nccl", "device", "stream"]
 
 
+FRAME_MAGIC = b"LGF5"
+FRAME_HEAD = 20  # magic, compression + 3 reserved, stored, raw, crc32
+RECORD_COLUMNS = ["kind", "flags", "copy_kind", "name", "section", "start", "dur", "api_start", "api_dur", "tid",
+                  "correlation", "device", "stream", "shape", "bytes"]
+
+
+def frames(data):
+    """A frame file's windows: (header, window, gpu block bytes) per whole frame."""
+    at = 0
+    unzstd = zstandard.ZstdDecompressor()
+    while at + FRAME_HEAD <= len(data) and data[at:at + 4] == FRAME_MAGIC:
+        compression = data[at + 4]
+        stored, raw, crc = struct.unpack_from("<III", data, at + 8)
+        body = data[at + FRAME_HEAD:at + FRAME_HEAD + stored]
+        if len(body) < stored or zlib.crc32(body) != crc:
+            break  # a torn tail: the whole frames before it count, as in the reader
+        payload = unzstd.decompress(body, max_output_size=raw) if compression == 1 else body
+        parts, p = [], 0
+        for _ in range(3):
+            (n,) = struct.unpack_from("<I", payload, p)
+            parts.append(payload[p + 4:p + 4 + n])
+            p += 4 + n
+        yield json.loads(parts[0]), json.loads(parts[1]), parts[2]
+        at += FRAME_HEAD + stored
+
+
+def unzigzag(v):
+    v = v.astype(np.uint64)
+    return (v >> np.uint64(1)).astype(np.int64) ^ -(v & np.uint64(1)).astype(np.int64)
+
+
+def binary_records(block):
+    """A frame's GPU block: its records' columns as numpy arrays (the kernel statistics after them are not needed)."""
+    n, n_shapes = struct.unpack_from("<II", block, 0)
+    at = 8 + 24 * n_shapes
+    cols = {}
+    for c in RECORD_COLUMNS:
+        width = block[at]
+        cols[c] = np.frombuffer(block, dtype=f"<u{width}", count=n, offset=at + 1)
+        at += 1 + n * width
+    return cols
+
+
+def add_binary_records(rows, rank, t0, strings, block):
+    r = binary_records(block)
+    n = len(r["kind"])
+    if not n:
+        return
+    names = np.array([""] + strings, dtype=object)  # column value = string index + 1, 0: none
+    sections = np.array(["(no section)"] + strings, dtype=object)
+    start = t0 + np.cumsum(unzigzag(r["start"]))
+    api_dur = r["api_dur"].astype(np.int64)  # + 1, 0: unknown
+    launch = np.where(api_dur > 0, start + unzigzag(r["api_start"]), start)
+    rows["rank"].append(np.full(n, rank))
+    rows["name"].append(names[r["name"]])
+    rows["section"].append(sections[r["section"]])
+    rows["start"].append(start)
+    rows["end"].append(start + unzigzag(r["dur"]))
+    rows["launch"].append(launch)
+    rows["nccl"].append((r["flags"] & 1).astype(bool))
+    rows["device"].append(r["device"].astype(np.int64) - 1)
+    rows["stream"].append(r["stream"].astype(np.int64))
+
+
+def step_intervals(w):
+    t0 = w["start_ns"]
+    for s in w.get("sections", []):
+        if s["name"] == load_rank.step_section:
+            occ = s.get("occurrences", {})
+            yield from ((t0 + o, t0 + o + d) for o, d in zip(occ.get("start_offset_ns", []), occ.get("dur_ns", [])))
+
+
+def load_frame_rank(data):
+    """A binary frame file (rank*.lgr): like load_rank, the columns as numpy arrays."""
+    rows = {c: [] for c in KERNEL_COLUMNS}
+    steps, rank, seen = [], None, set()
+    for header, w, block in frames(data):
+        rank = header["rank"]
+        if w["index"] in seen:
+            continue
+        seen.add(w["index"])
+        steps += step_intervals(w)
+        gpu = w.get("gpu")
+        if gpu and block:
+            add_binary_records(rows, rank, w["start_ns"], gpu.get("strings", []), block)
+    return {c: (np.concatenate(v) if v else np.array([])) for c, v in rows.items()}, steps, rank
+
+
 def load_rank(path):
-    """One rank file: (kernel rows as a dict of lists, step intervals as [(start, end)], rank)."""
+    """One rank file: (kernel rows as a dict of lists or arrays, step intervals as [(start, end)], rank)."""
     with open(path, "rb") as f:
-        doc = json.load(f)
+        data = f.read()
+    if data[:4] == FRAME_MAGIC:
+        return load_frame_rank(data)
+    doc = json.loads(data)
     rank = doc["rank"]
     rows = {c: [] for c in KERNEL_COLUMNS}
     steps = []
     for w in doc.get("windows", []):
         t0 = w["start_ns"]
-        for s in w.get("sections", []):
-            if s["name"] == load_rank.step_section:
-                occ = s.get("occurrences", {})
-                steps += [(t0 + o, t0 + o + d) for o, d in zip(occ.get("start_offset_ns", []), occ.get("dur_ns", []))]
+        steps += step_intervals(w)
         gpu = w.get("gpu")
         if not gpu or "records" not in gpu:
             continue
@@ -68,7 +162,8 @@ load_rank.step_section = "step"
 
 def load_run(run_dir):
     """Every rank file under run_dir: one DataFrame of kernels and one of steps."""
-    files = sorted(glob.glob(os.path.join(run_dir, "**", "rank*-seg*.json"), recursive=True))
+    files = sorted(glob.glob(os.path.join(run_dir, "**", "rank*-seg*.json"), recursive=True) +
+                   glob.glob(os.path.join(run_dir, "**", "rank*-seg*.lgr"), recursive=True))
     if not files:
         sys.exit(f"pandas_reference: no rank files under {run_dir}")
     cols = {c: [] for c in KERNEL_COLUMNS}
@@ -76,9 +171,9 @@ def load_run(run_dir):
     for path in files:
         rows, steps, rank = load_rank(path)
         for c in KERNEL_COLUMNS:
-            cols[c] += rows[c]
+            cols[c].append(np.asarray(rows[c], dtype=object if c in ("name", "section") else None))
         step_rows += [(rank, s, e) for s, e in steps]
-    kernels = pd.DataFrame(cols)
+    kernels = pd.DataFrame({c: np.concatenate(v) for c, v in cols.items()})
     for c in ("name", "section"):  # as a pandas user would: strings as categories
         kernels[c] = kernels[c].astype("category")
     steps = pd.DataFrame(step_rows, columns=["rank", "step_start", "step_end"])
@@ -134,13 +229,14 @@ def kernel_statistics(kernels, steps):
 
 def laggard_kernels(laggard, run_dir, step_section):
     cmd = [laggard, "report", run_dir, "--format", "json", "--step-section", step_section]
-    t0 = time.monotonic()
+    t0, r0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    wall = time.monotonic() - t0
+    wall, r1 = time.monotonic() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     jitter = json.loads(out)["jitter"]
     if not jitter.get("available"):
         sys.exit(f"pandas_reference: laggard's jitter analysis is not available: {jitter.get('why_not')}")
-    return pd.DataFrame(jitter["kernels"]), wall
+    return pd.DataFrame(jitter["kernels"]), wall, cpu
 
 
 def compare(ours, theirs, rel=1e-6, abs_ms=1e-6):
@@ -175,13 +271,14 @@ def main():
     args = ap.parse_args()
     load_rank.step_section = args.step_section
 
-    t0 = time.monotonic()
+    # Wall and CPU time (user + sys) of each side: on a shared machine CPU time is the fairer one.
+    t0, c0 = time.monotonic(), time.process_time()
     kernels, steps = load_run(args.run_dir)
-    t_load = time.monotonic() - t0
-    t1 = time.monotonic()
+    t_load, c_load = time.monotonic() - t0, time.process_time() - c0
+    t1, c1 = time.monotonic(), time.process_time()
     ours = kernel_statistics(kernels, steps)
-    t_stats = time.monotonic() - t1
-    theirs, t_laggard = laggard_kernels(args.laggard, args.run_dir, args.step_section)
+    t_stats, c_stats = time.monotonic() - t1, time.process_time() - c1
+    theirs, t_laggard, c_laggard = laggard_kernels(args.laggard, args.run_dir, args.step_section)
 
     pd.set_option("display.width", 200)
     print(f"pandas: {len(kernels)} kernel records, {len(ours)} kernel positions")
@@ -195,6 +292,10 @@ def main():
     print(f"pandas: load {t_load:.2f} s + statistics {t_stats:.2f} s = {t_pandas:.2f} s; "
           f"laggard report (everything): {t_laggard:.2f} s; ratio pandas/laggard = {t_pandas / t_laggard:.1f}x "
           f"(statistics alone: {t_stats / t_laggard:.1f}x)")
+    c_pandas = c_load + c_stats
+    print(f"CPU time: pandas load {c_load:.2f} s + statistics {c_stats:.2f} s = {c_pandas:.2f} s; "
+          f"laggard report: {c_laggard:.2f} s; ratio pandas/laggard = {c_pandas / c_laggard:.1f}x "
+          f"(statistics alone: {c_stats / c_laggard:.1f}x); load average {os.getloadavg()[0]:.1f}")
     print("results agree" if not problems else f"{len(problems)} mismatches")
     return 1 if problems else 0
 

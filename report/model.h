@@ -80,6 +80,27 @@ struct GpuActivity {
   uint32_t api_name = StringTable::kNone; // version 4, imported traces: the launching call ("cudaLaunchKernel")
 };
 
+// One GPU activity as `laggard report`'s analyses (jitter, HTA breakdown, steps) read it:
+// GpuActivity less the launch shape, bytes, copy kind, thread and API name. The reader keeps
+// these instead of GpuActivity when ReadOptions::compact_gpu asks (issue 14: 56 B per record
+// instead of 104, for tens of millions of kernels); the Chrome trace and HTML page need the rest.
+struct GpuSpan {
+  int64_t start_ns = 0, end_ns = 0;          // as GpuActivity
+  int64_t api_start_ns = 0, api_end_ns = 0;  // 0: unknown
+  uint32_t name = StringTable::kNone;
+  uint32_t section = StringTable::kNone;
+  uint32_t stream = 0;
+  uint32_t correlation = 0;
+  int32_t device = -1;
+  GpuKind kind = GpuKind::kernel;
+  bool nccl = false;
+};
+
+inline GpuSpan span_of(const GpuActivity& a) {
+  return {a.start_ns, a.end_ns, a.api_start_ns, a.api_end_ns, a.name, a.section, a.stream, a.correlation, a.device,
+          a.kind, a.nccl};
+}
+
 // Per window, per (section, kernel name, grid, block): what GPU scores are computed from.
 struct KernelWindowStats {
   uint32_t section = StringTable::kNone;
@@ -163,6 +184,7 @@ struct CaptureWindow {
   std::vector<KernelWindowStats> kernel_stats;
   std::vector<LateKernelStats> gpu_late;  // v5: moved into their windows' kernel_stats when read
   std::vector<GpuActivity> gpu;
+  std::vector<GpuSpan> gpu_spans;  // instead of gpu, read with ReadOptions::compact_gpu
   bool gpu_sampled = false;
   // Schema v4 (docs/schema.md, "Version 4: CUPTI"): empty / 0 in older files.
   uint64_t gpu_launches = 0;        // launch callbacks seen while GPU capture was on

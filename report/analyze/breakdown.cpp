@@ -36,7 +36,7 @@ TypeTotals& TypeTotals::operator+=(const TypeTotals& o) {
 
 namespace {
 
-const char* type_of(const GpuActivity& a) { return is_compute(a) ? "COMP" : a.nccl ? "COMM" : "MEM"; }
+const char* type_of(const GpuSpan& a) { return is_compute(a) ? "COMP" : a.nccl ? "COMM" : "MEM"; }
 
 // Sorted, disjoint intervals with running lengths: how much of any [lo, hi) they cover, in
 // O(log n). Clipping commutes with union and difference, so one cover per kind serves every
@@ -70,7 +70,7 @@ struct Covers {
 
 Covers covers_of(const GpuTimeline& g) {
   std::vector<Interval> c, n, m;
-  for (const GpuActivity* a : g.by_launch) (is_compute(*a) ? c : a->nccl ? n : m).push_back({a->start_ns, a->end_ns});
+  for (const GpuSpan* a : g.by_launch) (is_compute(*a) ? c : a->nccl ? n : m).push_back({a->start_ns, a->end_ns});
   Covers out;
   out.compute = Cover(merge(std::move(c)));
   out.comm = Cover(merge(std::move(n)));
@@ -94,12 +94,16 @@ Temporal temporal_in(const Covers& u, int64_t lo, int64_t hi) {
 // The gaps between consecutive activities of each stream, searchable by time.
 class IdleIndex {
  public:
-  explicit IdleIndex(const GpuTimeline& g) {
-    for (const auto& [key, acts] : g.by_stream) {
-      Stream s{&acts, std::vector<int64_t>(acts.size() + 1, INT64_MAX)};
+  explicit IdleIndex(const GpuTimeline& g) : lowest_prev_end_(g.by_stream.size() + g.stream_starts.size(), INT64_MAX) {
+    // One flat array for all streams: stream s's acts[i] (by start) is by_stream[first + i],
+    // its lowest_prev_end[i] is lowest_prev_end_[first + s + i] (one extra slot per stream).
+    for (size_t s = 0; s + 1 < g.stream_starts.size(); ++s) {
+      const size_t first = g.stream_starts[s], n = g.stream_starts[s + 1] - first;
+      Stream st{&g, first, n, first + s};
       // lowest_prev_end[i]: the earliest end of acts[i - 1 ..]: no gap from i on starts before it.
-      for (size_t i = acts.size(); i-- > 1;) s.lowest_prev_end[i] = std::min(s.lowest_prev_end[i + 1], acts[i - 1]->end_ns);
-      streams_.push_back(std::move(s));
+      for (size_t i = n; i-- > 1;)
+        lowest_prev_end_[st.lpe + i] = std::min(lowest_prev_end_[st.lpe + i + 1], st.act(i - 1).end_ns);
+      streams_.push_back(st);
     }
   }
 
@@ -107,19 +111,21 @@ class IdleIndex {
   IdleSplit split(int64_t lo, int64_t hi, int64_t kernel_wait_ns) const {
     IdleSplit s;
     for (const Stream& st : streams_) {
-      const auto& acts = *st.acts;
       // Gaps ending (at the next activity's start) at or before lo are empty inside [lo, hi).
-      size_t i = size_t(std::upper_bound(acts.begin(), acts.end(), lo, [](int64_t t, const GpuActivity* a) {
-                          return t < a->start_ns;
-                        }) - acts.begin());
-      for (i = std::max<size_t>(i, 1); i < acts.size() && st.lowest_prev_end[i] < hi; ++i)
-        add_gap(*acts[i - 1], *acts[i], lo, hi, kernel_wait_ns, s);
+      size_t below = 0, above = st.n;  // upper_bound of lo among the starts
+      while (below < above) {
+        const size_t mid = below + (above - below) / 2;
+        if (lo < st.act(mid).start_ns) above = mid;
+        else below = mid + 1;
+      }
+      for (size_t i = std::max<size_t>(below, 1); i < st.n && lowest_prev_end_[st.lpe + i] < hi; ++i)
+        add_gap(st.act(i - 1), st.act(i), lo, hi, kernel_wait_ns, s);
     }
     return s;
   }
 
  private:
-  static void add_gap(const GpuActivity& prev, const GpuActivity& next, int64_t lo, int64_t hi, int64_t kernel_wait_ns,
+  static void add_gap(const GpuSpan& prev, const GpuSpan& next, int64_t lo, int64_t hi, int64_t kernel_wait_ns,
                       IdleSplit& s) {
     int64_t gs = std::max(prev.end_ns, lo), ge = std::min(next.start_ns, hi);
     if (ge <= gs) return;
@@ -135,17 +141,22 @@ class IdleIndex {
     }
   }
   struct Stream {
-    const std::vector<const GpuActivity*>* acts;  // by start
-    std::vector<int64_t> lowest_prev_end;
+    const GpuTimeline* g;
+    size_t first, n;  // its activities by start: by_stream[first, first + n)
+    size_t lpe;       // where its lowest_prev_end starts
+    const GpuSpan& act(size_t i) const { return *g->by_launch[g->by_stream[first + i]]; }
   };
+  std::vector<int64_t> lowest_prev_end_;
   std::vector<Stream> streams_;
 };
 
+// The value at that rank of the sorted values; selected, not sorted (issue 14: 45,000 per rank).
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::ceil(p * double(v.size()))) ;
-  return v[std::min(v.size() - 1, i ? i - 1 : 0)];
+  size_t i = static_cast<size_t>(std::ceil(p * double(v.size())));
+  const auto at = v.begin() + std::ptrdiff_t(std::min(v.size() - 1, i ? i - 1 : 0));
+  std::nth_element(v.begin(), at, v.end());
+  return *at;
 }
 
 // A string id as an index into dense per-id arrays (kNone: the last one).
@@ -184,7 +195,7 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   touched_kernels.clear();
   RankBreakdown& rb = part.rb;
   std::vector<double> delays, runtimes;
-  for (const GpuActivity* a : g.by_launch) {
+  for (const GpuSpan* a : g.by_launch) {
     const double dur = double(a->end_ns - a->start_ns);
     const char* type = type_of(*a);
     const int kind = is_compute(*a) ? 0 : a->nccl ? 1 : 2;
@@ -218,8 +229,8 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   for (uint32_t id : touched_sections) part.by_section.emplace_back(id, sections[dense(id, ids)]);
   for (uint32_t id : touched_kernels) part.kernels.push_back(kernels[dense(id, ids)]);
   rb.launch.median_delay_ns = median(delays);
-  rb.launch.p95_delay_ns = percentile(delays, 0.95);
-  rb.launch.median_runtime_ns = median(runtimes);
+  rb.launch.p95_delay_ns = percentile(std::move(delays), 0.95);
+  rb.launch.median_runtime_ns = median(std::move(runtimes));
 }
 
 std::vector<StepIdle> step_idle(const GpuTimeline& g, const Covers& covers, const IdleIndex& idle,
@@ -236,9 +247,9 @@ std::vector<StepIdle> step_idle(const GpuTimeline& g, const Covers& covers, cons
   return out;
 }
 
-RankPart analyze_rank(const RunModel& model, size_t r, const StepSet& steps, int nsteps, const BreakdownOptions& opt) {
+RankPart analyze_rank(const RunModel& model, const GpuTimeline& g, size_t r, const StepSet& steps, int nsteps,
+                      const BreakdownOptions& opt) {
   RankPart part;
-  const GpuTimeline g = index_gpu(model.ranks[r]);
   part.has_gpu = !g.empty();
   part.rb.rank = model.ranks[r].rank;
   part.rb.host = model.ranks[r].host;
@@ -336,11 +347,16 @@ IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kerne
 }
 
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt) {
+  return analyze_breakdown(model, steps, index_gpu_all(model), opt);
+}
+
+BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
+                                  const BreakdownOptions& opt) {
   BreakdownReport rep;
   rep.options = opt;
   const int nsteps = steps.per_rank.size() == model.ranks.size() ? steps.count() : 0;
   std::vector<RankPart> parts(model.ranks.size());
-  parallel_for(parts.size(), [&](size_t r) { parts[r] = analyze_rank(model, r, steps, nsteps, opt); });
+  parallel_for(parts.size(), [&](size_t r) { parts[r] = analyze_rank(model, timelines[r], r, steps, nsteps, opt); });
   if (std::none_of(parts.begin(), parts.end(), [](const RankPart& p) { return p.has_gpu; })) {
     rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
     return rep;

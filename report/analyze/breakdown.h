@@ -103,6 +103,9 @@ struct BreakdownReport {
 };
 
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& options = {});
+// The same from timelines already built (index_gpu_all), shared with the jitter analysis.
+BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
+                                  const BreakdownOptions& options = {});
 
 // Idle split of the gaps of the given activities' streams inside [lo, hi) (exposed for tests).
 IdleSplit split_idle(const GpuTimeline& gpu, int64_t lo, int64_t hi, int64_t kernel_wait_ns);

@@ -73,6 +73,9 @@ RunModel apply_cut(const RunModel& model, const Cut& cut) {
         std::erase_if(w.gpu, [&](const GpuActivity& a) {
           return a.section == StringTable::kNone || !std::regex_search(model.strings.at(a.section), *re);
         });
+        std::erase_if(w.gpu_spans, [&](const GpuSpan& a) {
+          return a.section == StringTable::kNone || !std::regex_search(model.strings.at(a.section), *re);
+        });
         std::erase_if(w.kernel_stats, [&](const KernelWindowStats& k) {
           return k.section == StringTable::kNone || !std::regex_search(model.strings.at(k.section), *re);
         });
@@ -118,6 +121,7 @@ void cut_rank_to(RankData& r, int64_t t0, int64_t t1) {
     w.end_ns = std::min(w.end_ns, t1);
     std::erase_if(w.sections, [&](SectionWindow& s) { return !cut_section(s, t0, t1); });
     std::erase_if(w.gpu, [&](const GpuActivity& a) { return a.start_ns < t0 || a.start_ns > t1; });
+    std::erase_if(w.gpu_spans, [&](const GpuSpan& a) { return a.start_ns < t0 || a.start_ns > t1; });
     std::erase_if(w.collectives, [&](const Collective& c) {
       const int64_t t = c.gpu_start_ns ? c.gpu_start_ns : c.upload_start_ns;  // upload: only without GPU time
       return t < t0 || t > t1;

@@ -1,8 +1,9 @@
 // A rank's GPU activities indexed for the analyses: in launch order (what a step launched)
-// and in GPU start order per stream (what ran after what).
+// and in GPU start order per stream (what ran after what). Built once per rank and shared by
+// the jitter analysis and the HTA breakdown (issue 14); flat arrays of positions, no maps.
 #pragma once
 
-#include <map>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -13,26 +14,37 @@
 namespace laggard::report {
 
 struct GpuTimeline {
-  std::vector<const GpuActivity*> by_launch;  // host launch time (GPU start when unknown)
-  std::map<std::pair<int32_t, uint32_t>, std::vector<const GpuActivity*>> by_stream;  // (device, stream) by start
+  static constexpr uint32_t kNoPrevious = 0xffffffffu;
+  GpuTimeline() = default;
+  GpuTimeline(GpuTimeline&&) = default;  // by_launch may point into owned: moves only
+  GpuTimeline& operator=(GpuTimeline&&) = default;
+  GpuTimeline(const GpuTimeline&) = delete;
+  GpuTimeline& operator=(const GpuTimeline&) = delete;
+
+  std::vector<GpuSpan> owned;               // spans made from the rank's GpuActivity records (if any)
+  std::vector<const GpuSpan*> by_launch;    // host launch time (GPU start when unknown), then correlation
+  // Positions in by_launch, grouped by (device, stream) in that order, each group by GPU start
+  // (ties in launch order); stream_starts: where each group begins, and by_stream.size() last.
+  std::vector<uint32_t> by_stream;
+  std::vector<uint32_t> stream_starts;
+  // Per by_launch position: the position of the activity right before it on its stream, or kNoPrevious.
+  std::vector<uint32_t> previous;
   std::vector<Interval> sampled;  // the windows whose per-kernel records were kept, merged
 
-  // Activities launched during the step (host time), in launch order.
-  std::vector<const GpuActivity*> in_step(const Step& step) const;
-  // The activity that ran on the same stream right before `a` (nullptr if none).
-  const GpuActivity* previous_on_stream(const GpuActivity* a) const;
-  // The same, as positions [first, second) in by_launch (no copy).
+  // The activities launched during the step (host time), as positions [first, second) in by_launch.
   std::pair<size_t, size_t> launched_in(const Step& step) const;
-  // For every activity of by_launch, the one before it on its stream (nullptr: none), as
-  // previous_on_stream says, all at once.
-  std::vector<const GpuActivity*> previous_by_launch() const;
+  const GpuSpan* previous_of(size_t pos) const {
+    return previous[pos] == kNoPrevious ? nullptr : by_launch[previous[pos]];
+  }
   bool empty() const { return by_launch.empty(); }
 };
 
 GpuTimeline index_gpu(const RankData& rank);
+// Every rank's timeline, like RunModel::ranks, built on every core.
+std::vector<GpuTimeline> index_gpu_all(const RunModel& model);
 
-inline int64_t launch_time(const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; }
-inline bool is_compute(const GpuActivity& a) { return a.kind == GpuKind::kernel && !a.nccl; }
-inline bool is_memory(const GpuActivity& a) { return a.kind != GpuKind::kernel; }
+inline int64_t launch_time(const GpuSpan& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; }
+inline bool is_compute(const GpuSpan& a) { return a.kind == GpuKind::kernel && !a.nccl; }
+inline bool is_memory(const GpuSpan& a) { return a.kind != GpuKind::kernel; }
 
 }  // namespace laggard::report

@@ -20,7 +20,6 @@ struct Obs {
   int occurrence;  // n-th launch of that name in the step
   int pos;         // launch position in the step
   double dur, gap, ttke;
-  double delay;    // < 0: unknown
   bool nccl;
   GpuKind kind;
   uint32_t section;
@@ -35,26 +34,40 @@ struct CollectiveArrival {
 
 // One rank's GPU activities, indexed once for every step.
 struct RankIndex {
-  GpuTimeline timeline;
-  std::vector<const GpuActivity*> previous;  // by_launch order: the activity before it on its stream
+  const GpuTimeline* timeline = nullptr;  // shared with the breakdown
   std::vector<std::pair<size_t, size_t>> steps;  // per step: its launches, positions in by_launch
   std::vector<double> final_ttke;                // per step
   std::vector<CollectiveArrival> arrivals;       // per step
+  // Launch-to-start delays of the kernels launched in the steps, summed up here per rank rather
+  // than kept per kernel across the run (43 M doubles at the GTC 2020 shape).
+  double median_delay_ns = 0, near_zero_delay_share = 0;
 };
 
+void launch_delays(RankIndex& x) {
+  std::vector<double> delays;
+  for (auto [first, last] : x.steps)
+    for (size_t i = first; i < last; ++i)
+      if (const GpuSpan& a = *x.timeline->by_launch[i]; a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
+  std::erase_if(delays, [](double d) { return d < 0; });  // as the per-kernel Obs: < 0 is unknown
+  size_t near_zero = 0;
+  for (double d : delays) near_zero += d < 10'000;
+  x.near_zero_delay_share = delays.empty() ? 0 : double(near_zero) / double(delays.size());
+  x.median_delay_ns = median(std::move(delays));
+}
+
 // The step's first NCCL kernel, seen from the rank's previous sync point.
-CollectiveArrival arrival_of(const RankIndex& x, const std::vector<const GpuActivity*>& nccl_by_start,
+CollectiveArrival arrival_of(const RankIndex& x, const std::vector<const GpuSpan*>& nccl_by_start,
                              std::pair<size_t, size_t> range) {
   CollectiveArrival out;
   size_t at = range.first;
-  while (at < range.second && !x.timeline.by_launch[at]->nccl) ++at;
+  while (at < range.second && !x.timeline->by_launch[at]->nccl) ++at;
   if (at == range.second) return out;
-  const GpuActivity* first = x.timeline.by_launch[at];
+  const GpuSpan* first = x.timeline->by_launch[at];
   auto it = std::lower_bound(nccl_by_start.begin(), nccl_by_start.end(), first,
-                             [](const GpuActivity* a, const GpuActivity* b) { return a->start_ns < b->start_ns; });
+                             [](const GpuSpan* a, const GpuSpan* b) { return a->start_ns < b->start_ns; });
   if (it == nccl_by_start.begin()) return out;
   out.arrival = double(first->start_ns - (*(it - 1))->end_ns);
-  if (const GpuActivity* prev = x.previous[at]) {
+  if (const GpuSpan* prev = x.timeline->previous_of(at)) {
     out.idle_before = std::max<double>(0, double(first->start_ns - prev->end_ns));
     out.launched_late = first->api_end_ns > prev->end_ns;
   }
@@ -62,33 +75,35 @@ CollectiveArrival arrival_of(const RankIndex& x, const std::vector<const GpuActi
 }
 
 // Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk.
-double gap_before(const GpuActivity& a, const GpuActivity* prev) {
+double gap_before(const GpuSpan& a, const GpuSpan* prev) {
   return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
 double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range) {
   double ttke = 0;
   for (size_t i = range.first; i < range.second; ++i) {
-    const GpuActivity& a = *x.timeline.by_launch[i];
-    if (!a.nccl) ttke += gap_before(a, x.previous[i]) + double(a.end_ns - a.start_ns);
+    const GpuSpan& a = *x.timeline->by_launch[i];
+    if (!a.nccl) ttke += gap_before(a, x.timeline->previous_of(i)) + double(a.end_ns - a.start_ns);
   }
   return ttke;
 }
 
-RankIndex index_rank(const RankData& rank, const StepSet& steps, size_t r, int nsteps) {
+RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r, int nsteps) {
   RankIndex x;
-  x.timeline = index_gpu(rank);
-  x.previous = x.timeline.previous_by_launch();
-  x.timeline.by_stream.clear();  // `previous` holds what it was needed for
-  std::vector<const GpuActivity*> nccl_by_start;
-  for (const GpuActivity* a : x.timeline.by_launch)
+  x.timeline = &timeline;
+  std::vector<const GpuSpan*> nccl_by_start;
+  for (const GpuSpan* a : timeline.by_launch)
     if (a->nccl) nccl_by_start.push_back(a);
   std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+  x.steps.reserve(nsteps);
+  x.final_ttke.reserve(nsteps);
+  x.arrivals.reserve(nsteps);
   for (int k = 0; k < nsteps; ++k) {
-    x.steps.push_back(x.timeline.launched_in(steps.per_rank[r][k]));
+    x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
     x.final_ttke.push_back(final_ttke_of(x, x.steps.back()));
     x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps.back()));
   }
+  launch_delays(x);
   return x;
 }
 
@@ -99,13 +114,12 @@ void observe(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<in
   double ttke = 0;
   int pos = 0;
   for (size_t i = range.first; i < range.second; ++i) {
-    const GpuActivity& a = *x.timeline.by_launch[i];
+    const GpuSpan& a = *x.timeline->by_launch[i];
     const double dur = double(a.end_ns - a.start_ns);
-    const double gap = gap_before(a, x.previous[i]);
+    const double gap = gap_before(a, x.timeline->previous_of(i));
     if (!a.nccl) ttke += gap + dur;
-    const double delay = a.api_end_ns ? double(a.start_ns - a.api_end_ns) : -1;
     const size_t n = std::min<size_t>(a.name, seen.size() - 1);  // kNone: the last entry
-    out.push_back(Obs{a.name, seen[n]++, pos++, dur, gap, ttke, delay, a.nccl, a.kind, a.section});
+    out.push_back(Obs{a.name, seen[n]++, pos++, dur, gap, ttke, a.nccl, a.kind, a.section});
   }
   for (const Obs& o : out) seen[std::min<size_t>(o.name, seen.size() - 1)] = 0;
 }
@@ -171,7 +185,7 @@ class Slots {
 
 // Per rank over the steps, for RankJitter.
 struct RankAcc {
-  std::vector<double> end_div, dur_excess, gap_excess, delays, step_ns, arrival_excess;
+  std::vector<double> end_div, dur_excess, gap_excess, step_ns, arrival_excess;
   int worst = 0, last = 0, with_collective = 0;
 };
 
@@ -186,7 +200,7 @@ struct StepGroups {
 };
 
 void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size_t>& present, size_t nslots,
-                const Slots& slots, StepGroups& g) {
+                Slots& slots, StepGroups& g) {
   g.count.assign(nslots, 0);
   for (auto* m : {&g.med_dur, &g.med_gap, &g.med_ttke, &g.med_pos})
     if (m->size() < nslots) m->resize(nslots, 0);
@@ -196,6 +210,9 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
     for (const Obs& o : obs[r]) {
       if (!g.count[o.slot]++) g.slots.push_back(o.slot);
       ++total;
+      Slots::Acc& s = slots.acc[o.slot];  // the last rank of the last step that ran it says
+      s.nccl = o.nccl;
+      s.section = o.section;
     }
   std::vector<uint32_t> start(nslots, 0);  // counting sort by slot, slots in first-seen order
   uint32_t at = 0;
@@ -213,13 +230,15 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
       g.ttke[i] = o.ttke;
       g.pos[i] = o.pos;
     }
-  for (uint32_t s : g.slots) {
+  // Each slot's medians on its own part of the arrays: independent, on every core.
+  parallel_for(g.slots.size(), [&](size_t i) {
+    const uint32_t s = g.slots[i];
     const uint32_t lo = start[s], hi = start[s] + g.count[s];
     g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
     g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
     g.med_ttke[s] = median_in_place(g.ttke.data() + lo, g.ttke.data() + hi);
     g.med_pos[s] = median_in_place(g.pos.data() + lo, g.pos.data() + hi);
-  }
+  });
   g.slots = slots.by_key(std::move(g.slots));
   g.order = g.slots;
   std::stable_sort(g.order.begin(), g.order.end(), [&](uint32_t a, uint32_t b) { return g.med_pos[a] < g.med_pos[b]; });
@@ -338,14 +357,11 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     if (!o.nccl) gap_by_section.add(o.section, gap_excess);
     if (o.kind != GpuKind::kernel) cell.memory_excess_ns += excess;
     else if (!o.nccl) duration_by_section.add(o.section, excess);
-    if (o.delay >= 0) acc.delays.push_back(o.delay);
-    Slots::Acc& s = run.slots.acc[o.slot];
+    Slots::Acc& s = run.slots.acc[o.slot];  // only rank r's entries: ranks fill their cells at once
     s.dur_sum[r] += o.dur;
     s.gap_sum[r] += o.gap;
     s.pos_sum[r] += o.pos;
     ++s.n[r];
-    s.nccl = o.nccl;
-    s.section = o.section;
   }
   duration_by_section.into(run.model, cell.duration_excess_by_section);
   gap_by_section.into(run.model, cell.gap_excess_by_section);
@@ -395,11 +411,12 @@ void analyze_step(JitterRun& run, int k) {
 
   std::vector<RankStepJitter> row(run.nranks);
   size_t worst = present[0];
-  for (size_t r : present) {
-    const double div = run.ranks[r].final_ttke[k] - sj.median_ttke_ns;
-    if (div > run.ranks[worst].final_ttke[k] - sj.median_ttke_ns) worst = r;
-    fill_cell(run, k, r, div, arrivals, row[r]);
-  }
+  for (size_t r : present)
+    if (run.ranks[r].final_ttke[k] - sj.median_ttke_ns > run.ranks[worst].final_ttke[k] - sj.median_ttke_ns) worst = r;
+  parallel_for(present.size(), [&](size_t i) {
+    const size_t r = present[i];
+    fill_cell(run, k, r, run.ranks[r].final_ttke[k] - sj.median_ttke_ns, arrivals, row[r]);
+  });
   run.rep.matrix.push_back(std::move(row));
   ++run.racc[worst].worst;
   sj.worst_rank = run.model.ranks[worst].rank;
@@ -414,15 +431,13 @@ RankJitter rank_summary(const JitterRun& run, size_t r) {
   RankJitter rj;
   rj.rank = d.rank;
   rj.host = d.host;
-  if (!run.ranks[r].timeline.by_launch.empty()) rj.device = run.ranks[r].timeline.by_launch.front()->device;
+  if (!run.ranks[r].timeline->empty()) rj.device = run.ranks[r].timeline->by_launch.front()->device;
   rj.median_end_divergence_ns = median(acc.end_div);
   rj.steps_worst = acc.worst;
   rj.duration_excess_ns = median(acc.dur_excess);
   rj.gap_excess_ns = median(acc.gap_excess);
-  rj.median_launch_delay_ns = median(acc.delays);
-  size_t near_zero = 0;
-  for (double x : acc.delays) near_zero += x < 10'000;
-  rj.near_zero_launch_delay_share = acc.delays.empty() ? 0 : double(near_zero) / acc.delays.size();
+  rj.median_launch_delay_ns = run.ranks[r].median_delay_ns;
+  rj.near_zero_launch_delay_share = run.ranks[r].near_zero_delay_share;
   rj.median_step_ns = median(acc.step_ns);
   rj.median_arrival_excess_ns = median(acc.arrival_excess);
   rj.last_arrival_share = acc.with_collective ? double(acc.last) / acc.with_collective : 0;
@@ -485,6 +500,11 @@ std::vector<KernelSlotStats> slot_summaries(const JitterRun& run) {
 }  // namespace
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const JitterOptions& opt) {
+  return analyze_jitter(model, steps, index_gpu_all(model), opt);
+}
+
+JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
+                            const JitterOptions& opt) {
   JitterReport rep;
   const int nsteps = steps.count();
   const size_t nranks = model.ranks.size();
@@ -494,8 +514,8 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const J
   }
   JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size(), nranks), {}, {}, {}};
   run.ranks.resize(nranks);
-  parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(model.ranks[r], steps, r, nsteps); });
-  if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline.empty(); })) {
+  parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(timelines[r], steps, r, nsteps); });
+  if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {
     rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
     return rep;
   }

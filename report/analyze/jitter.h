@@ -105,5 +105,8 @@ struct JitterReport {
 };
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const JitterOptions& options = {});
+// The same from timelines already built (index_gpu_all), shared with the breakdown.
+JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
+                            const JitterOptions& options = {});
 
 }  // namespace laggard::report

@@ -123,6 +123,7 @@ void check_nccl_plugin(const RankData& r, std::vector<Problem>& problems) {
     any_nccl_object |= w.nccl_table > 0 || !w.collectives.empty() || !w.p2p.empty();
     for (const KernelWindowStats& k : w.kernel_stats) nccl_kernels |= k.nccl;
     for (const GpuActivity& a : w.gpu) nccl_kernels |= a.nccl;
+    for (const GpuSpan& a : w.gpu_spans) nccl_kernels |= a.nccl;
   }
   if (r.nccl_status == "on" && !any_nccl_object && nccl_kernels)
     problems.push_back({"nccl_plugin_not_loaded", r.rank, "",

@@ -34,9 +34,12 @@ std::vector<Op> collective_ops(const RankData& r) {
       if (c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns)
         ops.push_back({(uint64_t(c.comm) << 32) | c.func, c.gpu_start_ns, c.gpu_end_ns});
   if (ops.empty())
-    for (const CaptureWindow& w : r.windows)
+    for (const CaptureWindow& w : r.windows) {
       for (const GpuActivity& a : w.gpu)
         if (a.nccl) ops.push_back({a.name, a.api_start_ns ? a.api_start_ns : a.start_ns, a.end_ns});
+      for (const GpuSpan& a : w.gpu_spans)
+        if (a.nccl) ops.push_back({a.name, a.api_start_ns ? a.api_start_ns : a.start_ns, a.end_ns});
+    }
   std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.start_ns < b.start_ns; });
   return ops;
 }

@@ -73,7 +73,10 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   StageTimer timer(err);
   timer.next("reading");
   try {
-    model = report::read_run(o.dir, with_progress(o.read, bar));
+    report::ReadOptions read = o.read;
+    // The analyses need only GpuSpans; the HTML page's charts and HTA's own numbers read full records.
+    read.compact_gpu = o.html.empty() && !o.analyses.hta_compatible;
+    model = report::read_run(o.dir, with_progress(read, bar));
   } catch (const std::exception& e) {
     bar.clear();
     err << "laggard report: " << e.what() << '\n';
@@ -138,7 +141,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   auto stage = [&o](const char* name) {
     if (o.on_stage) o.on_stage(name);
   };
-  if (o.format == "text") model = report::escaped_for_text(model);  // names from files reach a terminal
+  if (o.format == "text") model = report::escaped_for_text(std::move(model));  // names from files reach a terminal
   stage("section scores");
   report::ScoreReport scores = report::compute_scores(model, o.scores);
   stage("GPU scores");
@@ -263,8 +266,8 @@ int diff_command(const DiffOptions& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
   if (o.format != "json") {
-    a = report::escaped_for_text(a);
-    b = report::escaped_for_text(b);
+    a = report::escaped_for_text(std::move(a));
+    b = report::escaped_for_text(std::move(b));
   }
   report::RunDiff d = report::diff_runs(a, b, o.threshold);
   if (o.format == "json") out << report::render_diff_json(d).dump(2) << '\n';

@@ -451,6 +451,7 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
   ProgressCounter progress(opts, files);
   parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
     parsed[i] = parse_file(files[i], opts.max_file_bytes);
+    if (opts.compact_gpu && parsed[i].segment) compact_gpu_records(parsed[i].segment->windows);
     progress.file_done(i);
   });
   std::vector<Segment> segments;

@@ -48,6 +48,12 @@ void shift_rank(RankData& r, int64_t d) {
       shift_known(a.api_start_ns);
       shift_known(a.api_end_ns);
     }
+    for (GpuSpan& a : w.gpu_spans) {
+      shift(a.start_ns);
+      shift(a.end_ns);
+      shift_known(a.api_start_ns);
+      shift_known(a.api_end_ns);
+    }
     for (Collective& c : w.collectives) {
       shift(c.upload_start_ns);
       shift_known(c.upload_end_ns);

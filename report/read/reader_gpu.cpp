@@ -163,6 +163,15 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   }
 }
 
+void compact_gpu_records(std::vector<CaptureWindow>& windows) {
+  for (CaptureWindow& w : windows) {
+    if (w.gpu.empty()) continue;
+    w.gpu_spans.reserve(w.gpu_spans.size() + w.gpu.size());
+    for (const GpuActivity& a : w.gpu) w.gpu_spans.push_back(span_of(a));
+    std::vector<GpuActivity>().swap(w.gpu);
+  }
+}
+
 void finish_gpu_rank(RankData& r, std::vector<Problem>& problems) {
   merge_late_gpu_stats(r);
   size_t starved = 0, unreliable = 0, gpu_windows = 0;

@@ -16,6 +16,11 @@ namespace laggard::report {
 void read_gpu_window(const nlohmann::json& gpu, int64_t window_start_ns, StringTable& strings, CaptureWindow& out,
                      std::string_view binary_records = {});
 
+// ReadOptions::compact_gpu: each window's GpuActivity records become GpuSpans (same order) and
+// the GpuActivity storage is freed. Called on each file as soon as it is parsed, so at most one
+// file per thread holds full records at a time.
+void compact_gpu_records(std::vector<CaptureWindow>& windows);
+
 // After a rank's windows are read: starved windows and windows with unreliable GPU times
 // become problems, and a cupti status of "on" says it was starved (schema v4).
 void finish_gpu_rank(RankData& rank, std::vector<Problem>& problems);

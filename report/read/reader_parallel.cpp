@@ -60,6 +60,10 @@ void remap(const IdMap& map, CaptureWindow& w) {
     map(k.name);
   }
   for (GpuActivity& a : w.gpu) remap(map, a);
+  for (GpuSpan& a : w.gpu_spans) {
+    map(a.name);
+    map(a.section);
+  }
   for (GpuActivity& a : w.stream_events) remap(map, a);
   for (Collective& c : w.collectives) remap(map, c);
   for (CaptureWindow::P2pCounts& p : w.p2p) map(p.comm);

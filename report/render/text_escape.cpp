@@ -21,8 +21,7 @@ std::string escape_text(std::string_view s) {
   return out;
 }
 
-RunModel escaped_for_text(const RunModel& model) {
-  RunModel m = model;
+RunModel escaped_for_text(RunModel m) {
   auto esc = [](std::string& s) { s = escape_text(s); };
   m.strings.transform([](const std::string& s) { return escape_text(s); });
   esc(m.dir);

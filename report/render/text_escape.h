@@ -15,6 +15,6 @@ namespace laggard::report {
 std::string escape_text(std::string_view s);
 
 // A copy of the model with every name and message escaped, for the text renderers.
-RunModel escaped_for_text(const RunModel& model);
+RunModel escaped_for_text(RunModel model);  // by value: callers move a large model in
 
 }  // namespace laggard::report

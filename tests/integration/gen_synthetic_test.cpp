@@ -124,6 +124,24 @@ TEST_F(GenSynthetic, BinaryAndJsonFormatsGiveTheSameReport) {
   EXPECT_EQ(blamed_ranks(a), std::set<int>{5});
 }
 
+// `laggard report` keeps compact GPU records (GpuSpan) unless the HTML page needs full ones
+// (--html): both must give the same report, byte for byte (issue 14).
+TEST_F(GenSynthetic, CompactAndFullGpuRecordsGiveTheSameReport) {
+  ASSERT_EQ(generate(out(), {"--straggler", "rank=5,section=fwd,factor=1.3", "--straggler", "rank=2,delay_ms=2"})
+                .exit_code,
+            0);
+  ProcessResult compact = run_process({kLaggard, "report", out(), "--format", "json"}, clean_env());
+  ProcessResult full =
+      run_process({kLaggard, "report", out(), "--format", "json", "--html", dir + "/page.html"}, clean_env());
+  ASSERT_EQ(compact.exit_code, 0) << compact.err;
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  nlohmann::json rep = nlohmann::json::parse(compact.out, nullptr, false);
+  ASSERT_FALSE(rep.is_discarded());
+  EXPECT_TRUE(rep["jitter"]["available"].get<bool>());
+  EXPECT_TRUE(rep["breakdown"]["available"].get<bool>());
+  EXPECT_EQ(compact.out, full.out);
+}
+
 TEST_F(GenSynthetic, BadStragglerIsAClearError) {
   ProcessResult r = generate(out(), {"--straggler", "rank=99,factor=2"});
   EXPECT_EQ(r.exit_code, 2);

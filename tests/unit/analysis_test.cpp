@@ -6,6 +6,7 @@
 #include "breakdown.h"
 #include "comm_analysis.h"
 #include "gpu_scores.h"
+#include "gpu_timeline.h"
 #include "jitter.h"
 #include "scores.h"
 #include "steps.h"
@@ -417,6 +418,113 @@ TEST(Render, ChromeTraceHasEveryRankAndKind) {
   EXPECT_EQ(cats["nvtx"], 2 * spec.steps * 4);  // step, forward, backward, optimizer
   EXPECT_TRUE(thread_names.count("NCCL (0xc0ffee)"));  // one row per communicator
   EXPECT_TRUE(thread_names.count("GPU 0 stream 7"));
+}
+
+// Issue 14: the per-rank GPU timeline is built once, from GpuActivity records or from the
+// compact GpuSpans, with flat sort-based stream grouping. Checked against a brute force on
+// records spread over windows, devices and streams, with equal start times on one stream.
+RankData timeline_rank(bool compact) {
+  RankData r;
+  r.rank = 0;
+  uint32_t corr = 0;
+  for (int w = 0; w < 3; ++w) {
+    CaptureWindow cw;
+    cw.index = uint64_t(w);
+    cw.start_ns = w * 1'000'000;
+    cw.end_ns = (w + 1) * 1'000'000;
+    cw.gpu_sampled = true;
+    for (int i = 0; i < 40; ++i) {
+      GpuActivity a;
+      a.correlation = ++corr;
+      a.device = (i * 7 + w) % 2;
+      a.stream = uint32_t(7 + (i / 2 + w) % 2);
+      a.start_ns = cw.start_ns + ((i * 37 + w * 11) % 40) * 1000;  // out of launch order, some equal
+      a.end_ns = a.start_ns + 300 + (i % 3) * 500;
+      a.api_start_ns = i % 5 ? cw.start_ns + i * 900 : 0;  // every 5th: launch unknown
+      a.api_end_ns = a.api_start_ns ? a.api_start_ns + 50 : 0;
+      a.nccl = i % 9 == 0;
+      a.name = uint32_t(i % 4);
+      if (compact) cw.gpu_spans.push_back(span_of(a));
+      else cw.gpu.push_back(a);
+    }
+    r.windows.push_back(std::move(cw));
+  }
+  return r;
+}
+
+TEST(GpuTimeline, SameFromRecordsAndSpansAndEachActivityFollowsItsStreamPredecessor) {
+  const RankData full = timeline_rank(false), compact = timeline_rank(true);
+  const GpuTimeline a = index_gpu(full), b = index_gpu(compact);
+  ASSERT_EQ(a.by_launch.size(), 120u);
+  ASSERT_EQ(b.by_launch.size(), 120u);
+  EXPECT_EQ(a.owned.size(), 120u);
+  EXPECT_TRUE(b.owned.empty());  // compact spans are pointed at, not copied
+  EXPECT_EQ(a.previous, b.previous);
+  EXPECT_EQ(a.by_stream, b.by_stream);
+  EXPECT_EQ(a.stream_starts, b.stream_starts);
+  for (size_t i = 0; i < 120; ++i) {
+    EXPECT_EQ(a.by_launch[i]->correlation, b.by_launch[i]->correlation) << i;
+    if (i) {
+      EXPECT_LE(launch_time(*a.by_launch[i - 1]), launch_time(*a.by_launch[i])) << i;
+    }
+  }
+  EXPECT_EQ(a.stream_starts.size(), 5u);  // 2 devices x 2 streams, and the end
+  // Brute force: the activity right before on the same (device, stream), by start, ties by launch position.
+  for (size_t i = 0; i < a.by_launch.size(); ++i) {
+    const GpuSpan& x = *a.by_launch[i];
+    long best = -1;
+    for (size_t j = 0; j < a.by_launch.size(); ++j) {
+      const GpuSpan& y = *a.by_launch[j];
+      if (j == i || y.device != x.device || y.stream != x.stream) continue;
+      const bool before = y.start_ns < x.start_ns || (y.start_ns == x.start_ns && j < i);
+      if (!before) continue;
+      if (best < 0) { best = long(j); continue; }
+      const GpuSpan& z = *a.by_launch[size_t(best)];
+      if (y.start_ns > z.start_ns || (y.start_ns == z.start_ns && j > size_t(best))) best = long(j);
+    }
+    EXPECT_EQ(a.previous[i], best < 0 ? GpuTimeline::kNoPrevious : uint32_t(best)) << i;
+  }
+}
+
+TEST(GpuTimeline, JitterAndBreakdownAreTheSameFromSpansAsFromRecords) {
+  Spec spec;
+  spec.ranks = 4;
+  spec.faults.push_back(Fault{Fault::Kind::slow_gpu, 2, 1.3});
+  RunModel full = synth::make_run(spec);
+  RunModel compact = full;
+  size_t spans = 0;
+  for (RankData& r : compact.ranks)
+    for (CaptureWindow& w : r.windows) {
+      for (const GpuActivity& a : w.gpu) w.gpu_spans.push_back(span_of(a));
+      spans += w.gpu_spans.size();
+      w.gpu.clear();
+    }
+  ASSERT_GT(spans, 100u);
+  const StepSet steps = detect_steps(full, "");
+  const JitterReport ja = analyze_jitter(full, steps), jb = analyze_jitter(compact, steps);
+  ASSERT_TRUE(ja.available);
+  ASSERT_TRUE(jb.available);
+  ASSERT_EQ(ja.kernels.size(), jb.kernels.size());
+  for (size_t i = 0; i < ja.kernels.size(); ++i) {
+    EXPECT_EQ(ja.kernels[i].name, jb.kernels[i].name);
+    EXPECT_EQ(ja.kernels[i].median_duration_ns, jb.kernels[i].median_duration_ns);
+    EXPECT_EQ(ja.kernels[i].max_gap_ns, jb.kernels[i].max_gap_ns);
+    EXPECT_EQ(ja.kernels[i].max_rank, jb.kernels[i].max_rank);
+  }
+  ASSERT_EQ(ja.ranks.size(), jb.ranks.size());
+  for (size_t r = 0; r < ja.ranks.size(); ++r) {
+    EXPECT_EQ(ja.ranks[r].median_end_divergence_ns, jb.ranks[r].median_end_divergence_ns);
+    EXPECT_EQ(ja.ranks[r].median_launch_delay_ns, jb.ranks[r].median_launch_delay_ns);
+  }
+  const BreakdownReport ba = analyze_breakdown(full, steps), bb = analyze_breakdown(compact, steps);
+  ASSERT_TRUE(ba.available);
+  ASSERT_EQ(ba.ranks.size(), bb.ranks.size());
+  for (size_t r = 0; r < ba.ranks.size(); ++r) {
+    EXPECT_EQ(ba.ranks[r].temporal.idle_ns, bb.ranks[r].temporal.idle_ns);
+    EXPECT_EQ(ba.ranks[r].idle.host_wait_ns, bb.ranks[r].idle.host_wait_ns);
+    EXPECT_EQ(ba.ranks[r].types.comp_ns, bb.ranks[r].types.comp_ns);
+    EXPECT_EQ(ba.ranks[r].launch.median_delay_ns, bb.ranks[r].launch.median_delay_ns);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <climits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -362,4 +363,81 @@ TEST(GpuFile, LateStatisticsGoToTheWindowTheyBelongTo) {
   for (const CaptureWindow& cw : r.windows)
     for (const KernelWindowStats& k : cw.kernel_stats) all += k.count;
   EXPECT_EQ(all, 2u * (3 + 1 + 1) + 5 + 1 + 1);  // nothing lost, nothing counted twice
+}
+
+// Issue 14: `laggard report` reads records as GpuSpans (ReadOptions::compact_gpu). Every field
+// the analyses read must arrive as in the full record, ids interned the same way.
+TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu1").string();
+  laggard::SegmentWriter w(dir, info(), 30);
+  laggard::WindowSnapshot win = gpu_window();
+  ASSERT_EQ(w.write(win, win.dropped, true, 0), "");
+
+  using namespace laggard::report;
+  const RunModel full = read_run(dir);
+  ReadOptions compact_opts;
+  compact_opts.compact_gpu = true;
+  const RunModel compact = read_run(dir, compact_opts);
+  ASSERT_EQ(compact.ranks.size(), 1u);
+  const CaptureWindow& f = full.ranks[0].windows[0];
+  const CaptureWindow& c = compact.ranks[0].windows[0];
+  EXPECT_TRUE(c.gpu.empty());
+  ASSERT_EQ(c.gpu_spans.size(), f.gpu.size());
+  EXPECT_EQ(c.kernel_stats.size(), f.kernel_stats.size());
+  for (size_t i = 0; i < f.gpu.size(); ++i) {
+    const GpuActivity& a = f.gpu[i];
+    const GpuSpan& s = c.gpu_spans[i];
+    EXPECT_EQ(s.start_ns, a.start_ns) << i;
+    EXPECT_EQ(s.end_ns, a.end_ns) << i;
+    EXPECT_EQ(s.api_start_ns, a.api_start_ns) << i;
+    EXPECT_EQ(s.api_end_ns, a.api_end_ns) << i;
+    EXPECT_EQ(compact.strings.at(s.name), full.strings.at(a.name)) << i;
+    EXPECT_EQ(s.section == StringTable::kNone, a.section == StringTable::kNone) << i;
+    if (s.section != StringTable::kNone) EXPECT_EQ(compact.strings.at(s.section), full.strings.at(a.section)) << i;
+    EXPECT_EQ(s.stream, a.stream) << i;
+    EXPECT_EQ(s.correlation, a.correlation) << i;
+    EXPECT_EQ(s.device, a.device) << i;
+    EXPECT_EQ(s.kind, a.kind) << i;
+    EXPECT_EQ(s.nccl, a.nccl) << i;
+  }
+  EXPECT_EQ(c.gpu_spans[2].kind, GpuKind::memcpy);
+  EXPECT_TRUE(c.gpu_spans[1].nccl);
+}
+
+TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
+  using namespace laggard::report;
+  static_assert(sizeof(GpuSpan) <= 56, "the compact record is what keeps 43 M kernels under 4 GiB");
+  GpuActivity a;
+  a.start_ns = INT64_MAX - 1;
+  a.end_ns = INT64_MAX;
+  a.api_start_ns = INT64_MIN;
+  a.api_end_ns = -1;
+  a.name = StringTable::kNone - 1;
+  a.section = StringTable::kNone;
+  a.stream = UINT32_MAX;
+  a.correlation = UINT32_MAX;
+  a.device = INT32_MAX;
+  a.kind = GpuKind::memset;
+  a.nccl = true;
+  GpuSpan s = span_of(a);
+  EXPECT_EQ(s.start_ns, INT64_MAX - 1);
+  EXPECT_EQ(s.end_ns, INT64_MAX);
+  EXPECT_EQ(s.api_start_ns, INT64_MIN);
+  EXPECT_EQ(s.api_end_ns, -1);
+  EXPECT_EQ(s.name, StringTable::kNone - 1);
+  EXPECT_EQ(s.section, StringTable::kNone);
+  EXPECT_EQ(s.stream, UINT32_MAX);
+  EXPECT_EQ(s.correlation, UINT32_MAX);
+  EXPECT_EQ(s.device, INT32_MAX);
+  EXPECT_EQ(s.kind, GpuKind::memset);
+  EXPECT_TRUE(s.nccl);
+  GpuActivity low;  // the other ends: zero times (unknown launch), device -1, a plain kernel
+  low.device = -1;
+  s = span_of(low);
+  EXPECT_EQ(s.api_start_ns, 0);
+  EXPECT_EQ(s.device, -1);
+  EXPECT_EQ(s.stream, 0u);
+  EXPECT_EQ(s.kind, GpuKind::kernel);
+  EXPECT_FALSE(s.nccl);
 }
