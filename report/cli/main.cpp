@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cat_command.h"
 #include "ctl_command.h"
 #include "import_command.h"
 #include "launcher.h"
@@ -189,6 +190,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e7));
   watch_cmd->add_option("--step-section", watch.step_section, "NVTX section that marks a training step");
 
+  std::vector<std::string> cat_files;
+  bool cat_pretty = false;
+  auto* cat_cmd = app.add_subcommand("cat", "print rank files (JSON or binary frames, any schema version) as JSON");
+  cat_cmd->add_option("files", cat_files, "rank files (rank*.json, rank*.lgr)")->required();
+  cat_cmd->add_flag("--pretty", cat_pretty, "indent the JSON (default: one document per line)");
+
   // Split at the first "--" after "run" ourselves: CLI11 would otherwise reorder CMD's words.
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> after_dashes;
@@ -240,6 +247,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (*cat_cmd) return laggard::cli::cat_command(cat_files, cat_pretty, std::cout, std::cerr);
   if (*stacks_cmd) {
     stacks.symbolize = !no_lines;
     return laggard::cli::stacks_command(stacks, std::cout, std::cerr);
