@@ -88,8 +88,8 @@ ConfigResult parse_config(const Env& env) {
   }
 
   if (const char* v = env("LAGGARD_FILE_FORMAT")) {
-    if (is_any(v, {"binary", "bin"})) c.binary_files = true;
-    else if (!is_any(v, {"json", ""})) r.warnings.push_back(bad("LAGGARD_FILE_FORMAT", v, "json or binary", "json"));
+    if (is_any(v, {"json"})) c.binary_files = false;
+    else if (!is_any(v, {"binary", "bin", ""})) r.warnings.push_back(bad("LAGGARD_FILE_FORMAT", v, "binary or json", "binary"));
   }
 
   if (const char* v = env("LAGGARD_MAX_OCCURRENCES")) {

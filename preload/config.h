@@ -24,7 +24,7 @@ struct Config {
   bool nccl = true;                       // LAGGARD_NCCL: offer laggard to NCCL as its profiler plugin
   int nccl_kernel_events = -1;            // LAGGARD_NCCL_KERNEL_EVENTS: -1 auto, 0 off, 1 on (NCCL's KernelCh events)
   double exit_wait_s = 1.0;               // LAGGARD_EXIT_WAIT_S: most that exit + SIGTERM/SIGINT wait for flushes
-  bool binary_files = false;              // LAGGARD_FILE_FORMAT=binary: schema v5 appended frames (else JSON)
+  bool binary_files = true;               // schema v5 appended frames; LAGGARD_FILE_FORMAT=json: rewritten JSON
   ClockChoice clock = ClockChoice::automatic;  // LAGGARD_CLOCK: auto | tsc | monotonic (NVTX range times)
 };
 

@@ -1,4 +1,4 @@
-// Writes a rank's windows to disk. Each flush rewrites the rank's current segment file
+// Writes a rank's windows to disk. FileFormat::json: each flush rewrites the rank's current segment file
 // (temp file + rename, so readers and crashes never see half a file); a segment holds up to
 // windows_per_file windows or max_segment_bytes, then the next segment file starts. So a
 // killed process loses at most the open window, memory stays bounded, and a long run makes
@@ -9,7 +9,7 @@
 // started. Only when more than max_unwritten_bytes wait does the oldest go, and the header's
 // windows_lost counts what went (schema v4).
 //
-// FileFormat::binary (schema v5, LAGGARD_FILE_FORMAT=binary) appends each window once as a
+// FileFormat::binary (schema v5; what the library writes unless LAGGARD_FILE_FORMAT=json, issue 14) appends each window once as a
 // self-checking frame instead (frame_out.h): nothing is rewritten, a crash mid-append leaves
 // whole windows, and GPU records are compact columns. Failed appends wait in memory likewise.
 #pragma once
@@ -58,7 +58,8 @@ class SegmentWriter {
   // cleanly; `signal`: non-zero when written because of that signal. Returns "" or an error.
   std::string write(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
 
-  // Before the first write: json (rewritten segments, default) or binary (appended frames).
+  // Before the first write: json (rewritten segments, this class's default) or binary (appended
+  // frames; the library's default, preload/config.h).
   void set_format(FileFormat f) { format_ = f; }
   FileFormat format() const { return format_; }
 

@@ -25,7 +25,7 @@ bool has_rank_files(const fs::path& dir) {
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::string n = it->path().filename().string();
-    if (n.rfind("rank", 0) == 0 && it->path().extension() == ".json") return true;
+    if (n.rfind("rank", 0) == 0 && (it->path().extension() == ".json" || it->path().extension() == ".lgr")) return true;
   }
   return false;
 }

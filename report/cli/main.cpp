@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cat_command.h"
 #include "ctl_command.h"
 #include "import_command.h"
 #include "launcher.h"
@@ -332,6 +333,18 @@ struct WatchCommand : Command {
   int execute() override { return laggard::cli::watch_command(o, std::cout, std::cerr); }
 };
 
+struct CatCommand : Command {
+  std::vector<std::string> files;
+  bool pretty = false;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("cat", "print rank files (JSON or binary frames, any schema version) as JSON");
+    cmd->add_option("files", files, "rank files (rank*.json, rank*.lgr)")->required();
+    cmd->add_flag("--pretty", pretty, "indent the JSON (default: one document per line)");
+  }
+  int execute() override { return laggard::cli::cat_command(files, pretty, std::cout, std::cerr); }
+};
+
 // `run`'s words after the first "--" are the command's, split off before CLI11 parses the rest.
 std::vector<std::string> split_after_dashes(std::vector<std::string>& args) {
   std::vector<std::string> after;
@@ -359,6 +372,7 @@ int main(int argc, char** argv) {
   CtlCommand ctl;
   ImportCommand import;
   WatchCommand watch;
+  CatCommand cat;
   run.add(app);
   report.add(app);
   diff.add(app);
@@ -367,6 +381,7 @@ int main(int argc, char** argv) {
   ctl.add(app);
   import.add(app);
   watch.add(app);
+  cat.add(app);
 
   std::vector<std::string> args(argv + 1, argv + argc);
   run.after_dashes = split_after_dashes(args);
@@ -376,7 +391,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (Command* c : std::initializer_list<Command*>{&run, &report, &diff, &trace, &stacks, &ctl, &import, &watch})
+  for (Command* c : std::initializer_list<Command*>{&run, &report, &diff, &trace, &stacks, &ctl, &import, &watch, &cat})
     if (*c->cmd) return c->execute();
   return 2;  // require_subcommand(1) makes this unreachable
 }

@@ -38,7 +38,7 @@ std::string rank_files_fingerprint(const std::string& dir) {
     for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
       std::string name = it->path().filename().string();
       if (depth == 0 && it->is_directory(ec)) self(it->path(), self, 1);
-      else if (name.rfind("rank", 0) == 0 && name.size() > 5 && name.ends_with(".json")) {
+      else if (name.rfind("rank", 0) == 0 && name.size() > 5 && (name.ends_with(".json") || name.ends_with(".lgr"))) {
         auto size = it->file_size(ec);
         auto mtime = it->last_write_time(ec).time_since_epoch().count();
         print += fmt::format("{}\t{}\t{}\n", it->path().string(), size, mtime);

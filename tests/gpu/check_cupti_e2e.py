@@ -10,11 +10,23 @@ every check either way.
 import glob
 import json
 import os
+import subprocess
 import sys
 
 KERNELS = ["fwd_kernel", "bwd_kernel", "graph_kernel", "side_kernel", "stray_kernel"]
 
 failures = []
+
+
+def rank_files(pattern_dir):
+    """Rank files of either format: binary frames (rank*.lgr, the default) or JSON segments."""
+    return sorted(glob.glob(os.path.join(pattern_dir, "rank*.lgr")) + glob.glob(os.path.join(pattern_dir, "rank*.json")))
+
+
+def load_rank_file(path):
+    """Any rank file as the JSON of docs/schema.md, through `laggard cat` ($LAGGARD_CLI)."""
+    cli = os.environ.get("LAGGARD_CLI", "build/laggard")
+    return json.loads(subprocess.run([cli, "cat", path], check=True, stdout=subprocess.PIPE, text=True).stdout)
 
 
 def check(ok, what):
@@ -42,11 +54,10 @@ def main():
                 launched[d["rank"]] = d["launched"]
     check(len(launched) >= 2, f"every rank printed what it launched ({sorted(launched)})")
 
-    files = sorted(glob.glob(os.path.join(out_dir, "*", "rank*.json")))
+    files = rank_files(os.path.join(out_dir, "*"))
     by_rank = {}
     for path in files:
-        with open(path) as f:
-            d = json.load(f)
+        d = load_rank_file(path)
         by_rank.setdefault(d["rank"], []).append(d)
     check(sorted(by_rank) == sorted(launched), f"one rank file set per rank ({sorted(by_rank)})")
 

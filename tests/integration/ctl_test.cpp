@@ -72,7 +72,7 @@ TEST_F(Ctl, PauseAndResumeWhileTheDemoRunsAreRecordedAndReportedAsPaused) {
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> ranges;
   for (const fs::path& f : rank_files()) {
     if (f.filename().string().rfind("rank", 0) != 0) continue;
-    nlohmann::json j = nlohmann::json::parse(read_file(f.string()));
+    nlohmann::json j = rank_file_json(f);
     EXPECT_EQ(j["schema_version"], 5);
     int rank = j["rank"];
     for (const auto& w : j["windows"]) {

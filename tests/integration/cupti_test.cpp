@@ -34,7 +34,7 @@ class Cupti : public Scratch {
   }
   std::vector<json> files() {
     std::vector<json> out;
-    for (const auto& f : rank_files()) out.push_back(json::parse(read_file(f.string())));
+    for (const auto& f : rank_files()) out.push_back(rank_file_json(f));
     return out;
   }
   // (section or "(no section)", name) -> executions, summed over every window of every file.

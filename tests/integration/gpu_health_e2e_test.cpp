@@ -17,7 +17,7 @@ TEST_F(Scratch, GpuHealthFromFakeNvmlFlagsTheThrottledGpu) {
   int windows_with_health = 0;
   for (const auto& f : rank_files()) {
     if (f.filename().string().rfind("rank", 0) != 0) continue;
-    nlohmann::json j = nlohmann::json::parse(read_file(f));
+    nlohmann::json j = rank_file_json(f);
     for (const auto& w : j["windows"])
       if (w.contains("gpu_health")) {
         ++windows_with_health;

@@ -37,6 +37,19 @@ inline ProcessOptions clean_env() {
   return o;
 }
 
+// Any rank file (rank*.json, or binary frames in rank*.lgr, the default) as the JSON text of a
+// JSON segment, through `laggard cat`: what `cat` could read, also of a file being appended to.
+inline std::string rank_file_text(const std::filesystem::path& file) {
+  return run_process({kLaggard, "cat", file.string()}, clean_env()).out;
+}
+
+// Any rank file as JSON (see rank_file_text); a file `cat` cannot read whole fails the test.
+inline nlohmann::json rank_file_json(const std::filesystem::path& file) {
+  ProcessResult r = run_process({kLaggard, "cat", file.string()}, clean_env());
+  EXPECT_EQ(r.exit_code, 0) << file << ": " << r.err;
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
 class Scratch : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,6 +1,8 @@
 // Fault injection (issue 10): a hostile or broken environment around the host application.
 // Every test checks that the application's exit code and output are what they are without
-// laggard, and that no file that looks valid says something wrong.
+// laggard, and that no file that looks valid says something wrong. The file-system faults run
+// for both file formats (HostSafetyBothFormats): binary frames appended to rank*.lgr, the
+// default, and JSON segments rewritten through temp files (LAGGARD_FILE_FORMAT=json).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -38,7 +40,33 @@ class HostSafety : public Scratch {
     o.env["LAGGARD_OUT"] = out();
     o.env["LAGGARD_RUN_ID"] = "hs";
     o.env["LAGGARD_FLUSH_S"] = "0.1";
+    if (!format.empty()) o.env["LAGGARD_FILE_FORMAT"] = format;
     return o;
+  }
+  bool binary() const { return format != "json"; }
+  // rank00000-PID-segNNNN.lgr (binary) or .json
+  std::string rank_file_name(int pid, int segment) const {
+    char name[96];
+    std::snprintf(name, sizeof name, "rank00000-%d-seg%04d.%s", pid, segment, binary() ? "lgr" : "json");
+    return name;
+  }
+  // Files a flush thread blocked in write(2) leaves: JSON's temp file, or the segment a frame is
+  // being appended to.
+  std::vector<fs::path> files_being_written() const {
+    std::vector<fs::path> found;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(run_dir(), ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().extension() == (binary() ? ".lgr" : ".tmp")) found.push_back(it->path());
+    return found;
+  }
+  // Bytes in rank files that hold windows (not temp files): 0 while every write fails or hangs,
+  // which shows the fault shim caught laggard's writes in this format.
+  uintmax_t window_bytes_on_disk() const {
+    uintmax_t bytes = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(run_dir(), ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().extension() == ".lgr" || it->path().extension() == ".json") bytes += fs::file_size(it->path(), ec);
+    return bytes;
   }
   static ProcessOptions plain() {
     ProcessOptions o = clean_env();
@@ -61,23 +89,34 @@ class HostSafety : public Scratch {
     auto k = problem_kinds(rep);
     return std::find(k.begin(), k.end(), kind) != k.end();
   }
+  std::string format;  // LAGGARD_FILE_FORMAT for the preloaded application; empty: the default
 };
+
+class HostSafetyBothFormats : public HostSafety, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    HostSafety::SetUp();
+    format = GetParam();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Formats, HostSafetyBothFormats, ::testing::Values("binary", "json"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 // ---- planted symlinks, FIFOs and directories (issue 10 item 1) ----
 
-TEST_F(HostSafety, SymlinksPlantedAtTheTempAndFileNamesAreNeverFollowed) {
+TEST_P(HostSafetyBothFormats, SymlinksPlantedAtTheTempAndFileNamesAreNeverFollowed) {
   fs::create_directories(run_dir());
   std::ofstream(dir + "/victim") << "precious";
   std::string go = dir + "/go";
   Running p = start_process({kHostileApp, "wait-for", go, "5"}, preloaded());
   // The names carry the pid, so they are planted once it is known, before the first NVTX call.
-  char name[96];
-  for (int seg = 0; seg < 2; ++seg) {
-    std::snprintf(name, sizeof name, "rank00000-%d-seg%04d.json", p.pid, seg);
-    fs::create_symlink(dir + "/victim", run_dir() + "/." + name + ".tmp");
-  }
-  std::snprintf(name, sizeof name, "rank00000-%d-seg0000.json", p.pid);
-  fs::create_symlink(dir + "/victim", run_dir() + "/" + name);
+  // JSON: both temp names and the file's; binary: the segment's name, which frames are appended to.
+  std::string name = rank_file_name(p.pid, 0);
+  std::vector<std::string> planted = {name};
+  if (!binary())
+    for (int seg = 0; seg < 2; ++seg) planted.push_back("." + rank_file_name(p.pid, seg) + ".tmp");
+  for (const std::string& n : planted) fs::create_symlink(dir + "/victim", run_dir() + "/" + n);
   std::ofstream(go) << "";
   ProcessResult r = wait_process(p, 60);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -89,13 +128,14 @@ TEST_F(HostSafety, SymlinksPlantedAtTheTempAndFileNamesAreNeverFollowed) {
   EXPECT_EQ(rep["ranks"][0]["sections"]["step"]["count"], 5);
 }
 
-TEST_F(HostSafety, AFifoAtTheTempNameNeitherBlocksNorLosesTheFile) {
+TEST_P(HostSafetyBothFormats, AFifoAtTheTempNameNeitherBlocksNorLosesTheFile) {
   fs::create_directories(run_dir());
   std::string go = dir + "/go";
   Running p = start_process({kHostileApp, "wait-for", go, "5"}, preloaded());
-  char name[96];
-  std::snprintf(name, sizeof name, "%s/.rank00000-%d-seg0000.json.tmp", run_dir().c_str(), p.pid);
-  ASSERT_EQ(mkfifo(name, 0600), 0);
+  // JSON: the temp name; binary: the segment's own name, which frames are appended to.
+  std::string name = binary() ? run_dir() + "/" + rank_file_name(p.pid, 0)
+                              : run_dir() + "/." + rank_file_name(p.pid, 0) + ".tmp";
+  ASSERT_EQ(mkfifo(name.c_str(), 0600), 0);
   std::ofstream(go) << "";
   auto start = std::chrono::steady_clock::now();
   ProcessResult r = wait_process(p, 60);
@@ -168,7 +208,7 @@ TEST_F(HostSafety, AnApplicationThatClosesItsFdsKeepsItsDataAndCpu) {
 
 // ---- a full file system (issue 10 item 3) ----
 
-TEST_F(HostSafety, WindowsRefusedByAFullFileSystemAreKeptAndWrittenLater) {
+TEST_P(HostSafetyBothFormats, WindowsRefusedByAFullFileSystemAreKeptAndWrittenLater) {
   std::string full = dir + "/disk-full";
   std::ofstream(full) << "";
   ProcessOptions o = preloaded(true);
@@ -177,6 +217,7 @@ TEST_F(HostSafety, WindowsRefusedByAFullFileSystemAreKeptAndWrittenLater) {
   o.env["LAGGARD_WINDOWS_PER_FILE"] = "2";  // segments roll over while the disk is full
   Running p = start_process({kDemo, "--steps", "60", "--step-ms", "25"}, o);
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_EQ(window_bytes_on_disk(), 0u);  // every write so far was refused
   fs::remove(full);  // space again
   ProcessResult r = wait_process(p, 60);
   ProcessResult without = run_process({kDemo, "--steps", "60", "--step-ms", "25"}, plain());
@@ -185,6 +226,8 @@ TEST_F(HostSafety, WindowsRefusedByAFullFileSystemAreKeptAndWrittenLater) {
   nlohmann::json rep = report();
   EXPECT_EQ(rep["ranks"][0]["sections"]["step"]["count"], 60);  // was: the windows of full segments were lost
   EXPECT_FALSE(has_problem(rep, "missing_windows")) << rep["problems"].dump();
+  EXPECT_FALSE(has_problem(rep, "torn_tail")) << rep["problems"].dump();  // a refused append is cut off again
+  for (const fs::path& f : rank_files()) EXPECT_EQ(f.extension(), binary() ? ".lgr" : ".json") << f;
 }
 
 TEST_F(HostSafety, AReportListsTheWindowsMissingFromARank) {
@@ -224,7 +267,7 @@ TEST_F(HostSafety, AnExecdChildDoesNotReplaceTheRanksOwnData) {
 
 // ---- a hung output file system and SIGKILL mid-write (issue 10 item 5) ----
 
-TEST_F(HostSafety, AHungFileSystemDelaysExitByTheBoundOnly) {
+TEST_P(HostSafetyBothFormats, AHungFileSystemDelaysExitByTheBoundOnly) {
   ProcessOptions o = preloaded(true);
   o.env["LAGGARD_TEST_IO_FAULT"] = "hang";
   o.env["LAGGARD_FLUSH_S"] = "100";  // the only write is the one at exit
@@ -235,17 +278,18 @@ TEST_F(HostSafety, AHungFileSystemDelaysExitByTheBoundOnly) {
   EXPECT_EQ(with.exit_code, without.exit_code);
   EXPECT_EQ(with.out, without.out);
   EXPECT_LT(took, 5.0);  // 1 s bound + the demo's own time; was 10 s
+  EXPECT_EQ(window_bytes_on_disk(), 0u);  // the write really hung
 }
 
-TEST_F(HostSafety, AHungFileSystemDelaysSigtermDeathByTheBoundOnly) {
+TEST_P(HostSafetyBothFormats, AHungFileSystemDelaysSigtermDeathByTheBoundOnly) {
   ProcessOptions o = preloaded(true);
   o.env["LAGGARD_TEST_IO_FAULT"] = "hang";
   o.env["LAGGARD_EXIT_WAIT_S"] = "0.2";
   Running p = start_process({kDemo, "--steps", "100000", "--step-ms", "10"}, o);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (temp_files().empty() && std::chrono::steady_clock::now() < deadline)  // the flush thread is stuck
+  while (files_being_written().empty() && std::chrono::steady_clock::now() < deadline)  // the flush thread is stuck
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_FALSE(temp_files().empty());
+  ASSERT_FALSE(files_being_written().empty());
   auto start = std::chrono::steady_clock::now();
   kill(p.pid, SIGTERM);
   ProcessResult r = wait_process(p, 30);
@@ -254,6 +298,7 @@ TEST_F(HostSafety, AHungFileSystemDelaysSigtermDeathByTheBoundOnly) {
 }
 
 TEST_F(HostSafety, TempFilesLeftBySigkillMidWriteAreRemovedAtTheNextStart) {
+  format = "json";  // temp files are how JSON segments are rewritten; frames are appended in place
   ProcessOptions o = preloaded(true);
   o.env["LAGGARD_TEST_IO_FAULT"] = "hang";
   Running p = start_process({kDemo, "--steps", "100000", "--step-ms", "10"}, o);
@@ -269,6 +314,43 @@ TEST_F(HostSafety, TempFilesLeftBySigkillMidWriteAreRemovedAtTheNextStart) {
   EXPECT_TRUE(temp_files().empty()) << temp_files()[0];
   nlohmann::json rep = report();
   EXPECT_EQ(rep["ranks"][0]["sections"]["step"]["count"], 3);
+}
+
+// Binary frames: a SIGKILL in the middle of an append leaves a torn tail. The whole frames before
+// it stay readable, `laggard cat` and `laggard report` say what was cut, and the rank's next
+// process writes its own file beside it.
+TEST_F(HostSafety, ATornTailLeftBySigkillMidAppendIsReportedAndTheWholeWindowsKept) {
+  std::string torn = dir + "/torn";
+  ProcessOptions o = preloaded(true);
+  o.env["LAGGARD_TEST_IO_FAULT"] = "half-hang";
+  o.env["LAGGARD_TEST_IO_WHILE"] = torn;
+  Running p = start_process({kDemo, "--steps", "100000", "--step-ms", "10"}, o);
+  fs::path file = run_dir() + "/" + rank_file_name(p.pid, 0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (rank_file_text(file).find("\"name\":\"step\"") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(torn) << "";  // the next append writes half a frame and hangs
+  ProcessResult cat;
+  while (std::chrono::steady_clock::now() < deadline) {
+    cat = run_process({kLaggard, "cat", file.string()}, clean_env());
+    if (cat.exit_code != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(p.pid, SIGKILL);
+  wait_process(p, 30);
+  ASSERT_NE(cat.exit_code, 0) << "no torn tail appeared";
+  cat = run_process({kLaggard, "cat", file.string()}, clean_env());
+  EXPECT_EQ(cat.exit_code, 1);
+  EXPECT_NE(cat.err.find("a frame cut off"), std::string::npos) << cat.err;  // was: a hung write looked whole
+  nlohmann::json whole = nlohmann::json::parse(cat.out);
+  ASSERT_GE(whole["windows"].size(), 1u);
+  EXPECT_FALSE(whole["final"].get<bool>());
+
+  ProcessResult again = run_process({kDemo, "--steps", "3"}, preloaded());  // the same rank starts again
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  nlohmann::json rep = report();
+  EXPECT_TRUE(has_problem(rep, "torn_tail")) << rep["problems"].dump();
+  EXPECT_EQ(rep["ranks"].size(), 1u);
 }
 
 // ---- `laggard run` command line (issue 10 item 11) ----

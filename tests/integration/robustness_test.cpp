@@ -34,7 +34,7 @@ class Robustness : public Scratch {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (std::chrono::steady_clock::now() < deadline) {
       for (const auto& f : rank_files())
-        if (read_file(f.string()).find("\"name\":\"step\"") != std::string::npos) return true;
+        if (rank_file_text(f).find("\"name\":\"step\"") != std::string::npos) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
@@ -79,7 +79,7 @@ TEST_F(Robustness, BadEnvironmentValueWarnsOnceAndUsesTheDefault) {
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("LAGGARD_FLUSH_S='soon'"), std::string::npos) << r.err;
   ASSERT_EQ(rank_files().size(), 1u);  // written at exit, with the default interval
-  EXPECT_NE(read_file(rank_files()[0].string()).find("\"flush_s\":10"), std::string::npos);
+  EXPECT_NE(rank_file_text(rank_files()[0]).find("\"flush_s\":10"), std::string::npos);
 }
 
 TEST_F(Robustness, ProcessWithoutRankWritesNothing) {
@@ -122,7 +122,7 @@ TEST_F(Robustness, SigtermFlushesThenDiesOfSigterm) {
   ProcessResult r = wait_process(p, 30);
   EXPECT_EQ(r.term_signal, SIGTERM);  // as without laggard
   ASSERT_EQ(rank_files().size(), 1u);
-  std::string file = read_file(rank_files()[0].string());
+  std::string file = rank_file_text(rank_files()[0]);
   EXPECT_NE(file.find("\"signal\":15"), std::string::npos);
   nlohmann::json rep = report();
   bool listed = false;

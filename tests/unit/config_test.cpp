@@ -32,6 +32,17 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(r.config.max_occurrences, 100);
 }
 
+// Issue 14: append-only frames are the default; JSON segments stay one variable away.
+TEST(Config, FileFormatDefaultsToBinaryFramesAndJsonIsAsked) {
+  EXPECT_TRUE(parse_config(map_env({})).config.binary_files);
+  EXPECT_FALSE(parse_config(map_env({{"LAGGARD_FILE_FORMAT", "json"}})).config.binary_files);
+  EXPECT_TRUE(parse_config(map_env({{"LAGGARD_FILE_FORMAT", "binary"}})).config.binary_files);
+  ConfigResult bad = parse_config(map_env({{"LAGGARD_FILE_FORMAT", "xml"}}));
+  EXPECT_TRUE(bad.config.binary_files);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+  EXPECT_NE(bad.warnings[0].find("binary"), std::string::npos) << bad.warnings[0];
+}
+
 TEST(Config, DisableSpellings) {
   for (const char* v : {"0", "false", "OFF", "no"})
     EXPECT_FALSE(parse_config(map_env({{"LAGGARD_ENABLE", v}})).config.enabled) << v;
