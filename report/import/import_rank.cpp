@@ -432,7 +432,10 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
                  {"import", {{"format", r.format}, {"source", r.source}, {"time_base_ns", r.time_base_ns},
                              {"notes", r.notes}}},
                  {"dropped", drop_counts(r.unmatched_correlation)}};
-    std::string h = head.dump();
+    // Names from an nsys export are bytes, not always UTF-8 (fuzz_nsys, tests/fuzz): JSON cannot
+    // hold those, so each bad sequence is written as U+FFFD rather than failing the whole file.
+    auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+    std::string h = dump(head);
     h.pop_back();  // the windows follow, one at a time, so only one window is in memory as JSON
     out << h << ",\"windows\":[";
     std::map<std::pair<uint32_t, uint32_t>, uint64_t> seq;
@@ -444,7 +447,7 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
                   {"sections", sections_json(r, ranges_in[w], parent, windows[w].start_ns)}};
       if (!r.gpu.empty()) win["gpu"] = gpu_json(r, gpu_in[w], stream_events_in[w], windows[w].start_ns);
       if (!r.collectives.empty()) win["nccl"] = nccl_json(r, coll_in[w], windows[w].start_ns, seq);
-      out << (w ? "," : "") << win.dump();
+      out << (w ? "," : "") << dump(win);
     }
     out << "]}\n";
     out.flush();
