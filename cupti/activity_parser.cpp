@@ -79,8 +79,11 @@ ParseResult parse_record(const CUpti_Activity* rec, GpuRecord* out) {
     default:
       return ParseResult::other_kind;
   }
-  // CUPTI writes 0 when it could not collect timestamps (NVRx skips these too).
-  if (r.start == 0 || r.end == 0 || r.end < r.start) return ParseResult::no_timestamp;
+  // CUPTI writes 0 when it could not collect timestamps (NVRx skips these too). Times no clock
+  // gives (kMaxTimestamp) or a record longer than kMaxDuration are a corrupt record, also
+  // without usable times: mapped to the host clock they overflowed (fuzz_cupti, tests/fuzz).
+  if (r.start == 0 || r.end == 0 || r.end < r.start || r.end >= kMaxTimestamp || r.end - r.start > kMaxDuration)
+    return ParseResult::no_timestamp;
   *out = r;
   return ParseResult::ok;
 }

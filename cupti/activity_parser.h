@@ -25,6 +25,12 @@ struct GpuRecord {
 
 enum class ParseResult { ok, no_timestamp, other_kind };
 
+// Bounds of a usable record's times: 2^62 ns is the year 2116 from the Unix epoch (48 years of
+// TSC cycles at 3 GHz), and 2^53 ns (104 days) the longest duration a rank file holds
+// (docs/schema.md, the reader's bound). Beyond them a record counts as having no timestamp.
+constexpr uint64_t kMaxTimestamp = uint64_t{1} << 62;
+constexpr uint64_t kMaxDuration = uint64_t{1} << 53;
+
 // Reads kernels (CONCURRENT_KERNEL, KERNEL), memcpys and memsets; other kinds are left alone.
 ParseResult parse_record(const CUpti_Activity* record, GpuRecord* out);
 

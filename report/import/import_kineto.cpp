@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "reader_values.h"
 
 namespace laggard::report {
 namespace {
@@ -61,15 +64,32 @@ class GzStreamBuf : public std::streambuf {
   uint64_t consumed_ = 0;
 };
 
+// The bounds of an event's times, so that adding baseTimeNanoseconds (at most kMaxTimeNs) and the
+// duration (at most kMaxDurNs) cannot overflow (seen reviewing the importer for fuzz_kineto).
+constexpr int64_t kMaxTsUs = values::kMaxTimeNs / 1000;
+
+// A JSON number as an integer, or `fallback` when it is not finite or does not fit: converting
+// such a double to an integer is undefined behaviour ("grid": [1e300]).
+int64_t to_i64(double v, int64_t fallback = -1) { return v >= -9.2e18 && v <= 9.2e18 ? int64_t(v) : fallback; }
+uint32_t to_u32(double v) { return v >= 0 && v <= 4294967295.0 ? uint32_t(v) : 0; }
+
 // Kineto times are µs, as integers (older: epoch µs) or with three decimals (newer: relative to
 // baseTimeNanoseconds). The text is converted exactly: a double cannot hold 4458676983543.183.
-int64_t us_text_to_ns(const std::string& text, double value) {
-  if (text.find_first_of("eE") != std::string::npos || text.empty()) return int64_t(std::llround(value * 1e3));
+// False for a time beyond ±kMaxTsUs (not a time any trace holds).
+bool us_text_to_ns(const std::string& text, double value, int64_t* ns_out) {
+  if (!(value >= -double(kMaxTsUs) && value <= double(kMaxTsUs))) return false;
+  if (text.find_first_of("eE") != std::string::npos || text.empty()) {
+    *ns_out = int64_t(std::llround(value * 1e3));
+    return true;
+  }
   size_t i = 0;
   bool negative = text[0] == '-';
   if (negative) ++i;
   int64_t whole = 0;
-  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) whole = whole * 10 + (text[i] - '0');
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    whole = whole * 10 + (text[i] - '0');
+    if (whole > kMaxTsUs) return false;
+  }
   int64_t frac = 0;
   int digits = 0;
   bool round_up = false;
@@ -80,7 +100,8 @@ int64_t us_text_to_ns(const std::string& text, double value) {
     }
   for (int d = std::min(digits, 3); d < 3; ++d) frac *= 10;
   int64_t ns = whole * 1000 + frac + (round_up ? 1 : 0);
-  return negative ? -ns : ns;
+  *ns_out = negative ? -ns : ns;
+  return true;
 }
 
 enum class Cat { other, kernel, memcpy, memset, launch, annotation, gpu_annotation, sync };
@@ -101,6 +122,7 @@ Cat category(const std::string& c) {
 struct Event {
   std::string ph, cat, name;
   bool has_ts = false, has_dur = false;
+  bool bad_time = false;  // ts or dur out of bounds: the event is left out
   int64_t ts_ns = 0, dur_ns = 0;
   int64_t pid = -1, tid = -1;
   int64_t correlation = -1, stream = -1, device = -1, bytes = 0;
@@ -193,6 +215,8 @@ class KinetoSax {
   bool saw_top_object = false, saw_trace_events = false;
   bool has_rank = false, has_base = false;
   int64_t base_ns = 0;
+  std::string bad_value;  // a header value that cannot be used (the import fails naming it)
+  uint64_t bad_times = 0;  // events left out: times out of bounds or a negative duration
   std::string error;
   std::unordered_map<int64_t, ImportedLaunch> launches;  // by correlation id
   std::vector<int64_t> gpu_correlation;                  // parallel to out_.gpu
@@ -272,32 +296,38 @@ class KinetoSax {
   bool number(double v, const std::string& text, bool integral) {
     if (depth_ == 1 && key_[1] == "baseTimeNanoseconds") {
       has_base = true;
-      base_ns = integral ? std::stoll(text) : int64_t(v);
+      base_ns = -1;
+      if (integral) std::from_chars(text.data(), text.data() + text.size(), base_ns);  // exact, unlike a double
+      else base_ns = to_i64(v);
+      if (base_ns < 0 || base_ns > values::kMaxTimeNs) bad_value = "baseTimeNanoseconds " + text + " is not a time";
     } else if (depth_ == 2 && key_[1] == "distributedInfo") {
       if (key_[2] == "rank" && integral) {
         has_rank = true;
-        out_.rank = int(v);
+        int64_t rank = to_i64(v);
+        if (rank < 0 || rank >= values::kMaxWorldSize) bad_value = "distributedInfo.rank " + text + " is not a rank";
+        out_.rank = int(rank);
         out_.rank_source = "distributedInfo.rank";
       } else if (key_[2] == "world_size" && integral) {
-        out_.world_size = int(v);
+        int64_t size = to_i64(v);
+        out_.world_size = size > 0 && size <= values::kMaxWorldSize ? int(size) : -1;
       }
     } else if (in_event() && depth_ == 3) {
       const std::string& k = key_[3];
-      if (k == "ts") ev_.has_ts = true, ev_.ts_ns = us_text_to_ns(text, v);
-      else if (k == "dur") ev_.has_dur = true, ev_.dur_ns = us_text_to_ns(text, v);
-      else if (k == "pid" && integral) ev_.pid = int64_t(v);
-      else if (k == "tid" && integral) ev_.tid = int64_t(v);
+      if (k == "ts") ev_.has_ts = true, ev_.bad_time |= !us_text_to_ns(text, v, &ev_.ts_ns);
+      else if (k == "dur") ev_.has_dur = true, ev_.bad_time |= !us_text_to_ns(text, v, &ev_.dur_ns);
+      else if (k == "pid" && integral) ev_.pid = to_i64(v);
+      else if (k == "tid" && integral) ev_.tid = to_i64(v);
     } else if (in_args() && depth_ == 4) {
       const std::string& k = key_[4];
-      if (k == "correlation") ev_.correlation = int64_t(v);
-      else if (k == "stream") ev_.stream = int64_t(v);
-      else if (k == "device") ev_.device = int64_t(v);
-      else if (k == "bytes") ev_.bytes = int64_t(v);
-      else if (k == "In msg nelems") ev_.in_nelems = int64_t(v);
-      else if (k == "Group size") ev_.group_size = int64_t(v);
+      if (k == "correlation") ev_.correlation = to_i64(v);
+      else if (k == "stream") ev_.stream = to_i64(v);
+      else if (k == "device") ev_.device = to_i64(v);
+      else if (k == "bytes") ev_.bytes = to_i64(v, 0);
+      else if (k == "In msg nelems") ev_.in_nelems = to_i64(v);
+      else if (k == "Group size") ev_.group_size = to_i64(v, 0);
     } else if (in_args() && depth_ == 5 && index_ < 3) {
-      if (key_[4] == "grid") ev_.grid[index_] = uint32_t(v);
-      else if (key_[4] == "block") ev_.block[index_] = uint32_t(v);
+      if (key_[4] == "grid") ev_.grid[index_] = to_u32(v);
+      else if (key_[4] == "block") ev_.block[index_] = to_u32(v);
       ++index_;
     }
     return true;
@@ -307,6 +337,10 @@ class KinetoSax {
     ++events;
     // HTA keeps complete events only (ph "X": they have a dur); flows, counters and metadata go.
     if (!ev_.has_ts || !ev_.has_dur || (!ev_.ph.empty() && ev_.ph != "X")) return;
+    if (ev_.bad_time || ev_.dur_ns < 0 || ev_.dur_ns > values::kMaxDurNs) {
+      ++bad_times;
+      return;
+    }
     Cat c = category(ev_.cat);
     if (c == Cat::other && profiler_step_number(ev_.name) >= 0) c = Cat::annotation;  // older cpu_op steps
     switch (c) {
@@ -458,6 +492,7 @@ ImportedRank import_kineto(const std::string& file, const KinetoOptions& options
   }
   if (!sax.saw_trace_events)
     throw std::runtime_error("not a Kineto trace: the JSON object has no \"traceEvents\" array");
+  if (!sax.bad_value.empty()) throw std::runtime_error(sax.bad_value);
   if (!sax.has_rank) {
     if (options.rank < 0)
       throw std::runtime_error(
@@ -471,6 +506,9 @@ ImportedRank import_kineto(const std::string& file, const KinetoOptions& options
   if (sax.has_base) shift_times(r, sax.base_ns);
   r.time_base_ns = sax.has_base ? sax.base_ns : 0;
   attribute_sections(r);
+  if (sax.bad_times)
+    r.notes.push_back(fmt::format("{} events left out: a time beyond ±{} µs or a duration that is negative or over "
+                                  "{} µs", sax.bad_times, kMaxTsUs, values::kMaxDurNs / 1000));
   if (r.unmatched_correlation)
     r.notes.push_back(fmt::format("{} GPU activities without their launch call in the trace", r.unmatched_correlation));
   return r;

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "reader_values.h"
+
 namespace laggard::report {
 namespace {
 
@@ -111,6 +113,13 @@ std::string api_name(const std::string& name) {
   return std::regex_replace(name, version, "");
 }
 
+// A row's start and end (ns since the session start), when they are times: within
+// ±kMaxTimeNs, the end not before the start and not more than kMaxDurNs after it. Beyond these
+// bounds adding the session start overflows (seen reviewing the importer for fuzz_nsys).
+bool sane_times(int64_t start, int64_t end) {
+  return start >= -values::kMaxTimeNs && start <= values::kMaxTimeNs && end >= start && end - start <= values::kMaxDurNs;
+}
+
 const char* kMemcpyNames[] = {"[memcpy]", "[memcpy HtoD]", "[memcpy DtoH]", "[memcpy HtoA]", "[memcpy AtoH]",
                               "[memcpy AtoA]", "[memcpy AtoD]", "[memcpy DtoA]", "[memcpy DtoD]",
                               "[memcpy HtoH]", "[memcpy PtoP]"};
@@ -122,8 +131,13 @@ struct Reader {
   ImportedRank& out;
   int64_t epoch = 0;  // session start (epoch ns): nsys times are ns since it
   std::unordered_map<int64_t, std::vector<size_t>> by_correlation;
+  uint64_t bad_times = 0;  // rows left out: their times are not times (sane_times)
 
   void add(GpuActivity a, int64_t correlation, int64_t global_pid) {
+    if (!sane_times(a.start_ns, a.end_ns)) {
+      ++bad_times;
+      return;
+    }
     a.start_ns += epoch;
     a.end_ns += epoch;
     a.correlation = uint32_t(correlation);
@@ -185,6 +199,10 @@ struct Reader {
     while (s.step()) {
       auto it = by_correlation.find(s.i64(3));
       if (it == by_correlation.end()) continue;
+      if (!sane_times(s.i64(0), s.i64(1))) {
+        ++bad_times;
+        continue;
+      }
       uint32_t name = s.null(4) ? StringTable::kNone : out.strings.intern(api_name(strings.at(s.i64(4))));
       for (size_t i : it->second) {
         out.gpu[i].api_name = name;
@@ -206,6 +224,10 @@ struct Reader {
       if (type != 59 && type != 60) continue;
       std::string name = s.null(2) ? strings.at(s.i64(3)) : s.text(2);
       if (name.empty()) continue;
+      if (!sane_times(s.i64(0), s.i64(1))) {
+        ++bad_times;
+        continue;
+      }
       out.ranges.push_back({out.strings.intern(name), s.i64(0) + epoch, s.i64(1) + epoch, tid_of(s.i64(4))});
     }
   }
@@ -254,6 +276,10 @@ ImportedRank import_nsys(const std::string& file, const NsysOptions& options) {
   if (tables.count("TARGET_INFO_SESSION_START_TIME")) {
     Stmt s(db, select(db, "TARGET_INFO_SESSION_START_TIME", {"utcEpochNs"}));
     if (s.step()) rd.epoch = s.i64(0);
+    if (rd.epoch < 0 || rd.epoch > values::kMaxTimeNs) {
+      r.notes.push_back(fmt::format("session start {} ns is not a time: left out", rd.epoch));
+      rd.epoch = 0;
+    }
   }
   if (!rd.epoch) r.notes.push_back("no session start time: times are ns since the capture started, not epoch");
   rd.kernels();
@@ -262,6 +288,9 @@ ImportedRank import_nsys(const std::string& file, const NsysOptions& options) {
   rd.launches();
   rd.nvtx_ranges();
   for (const GpuActivity& a : r.gpu) r.unmatched_correlation += a.api_end_ns == 0;
+  if (rd.bad_times)
+    r.notes.push_back(fmt::format("{} rows left out: times beyond ±{} ns, or an end before the start or more than "
+                                  "{} ns after it", rd.bad_times, values::kMaxTimeNs, values::kMaxDurNs));
   if (tables.count("TARGET_INFO_GPU")) {
     Stmt s(db, select(db, "TARGET_INFO_GPU", {"name"}));
     std::set<std::string> gpus;

@@ -463,7 +463,10 @@ json rank_file_header(const ImportedRank& r, const std::string& run_id, int64_t 
 void write_windows(std::ostream& out, const ImportedRank& r, json head, const std::vector<Window>& windows,
                    const WindowMembers& members) {
   const std::vector<int> parent = parents_of(r, ranges_by_thread(r));
-  std::string h = head.dump();
+  // Names from an nsys export are bytes, not always UTF-8 (fuzz_nsys, tests/fuzz): JSON cannot
+  // hold those, so each bad sequence is written as U+FFFD rather than failing the whole file.
+  auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+  std::string h = dump(head);
   h.pop_back();
   out << h << ",\"windows\":[";
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> seq;
@@ -475,7 +478,7 @@ void write_windows(std::ostream& out, const ImportedRank& r, json head, const st
                 {"sections", sections_json(r, members.ranges[w], parent, windows[w].start_ns)}};
     if (!r.gpu.empty()) win["gpu"] = gpu_json(r, members.gpu[w], members.stream_events[w], windows[w].start_ns);
     if (!r.collectives.empty()) win["nccl"] = nccl_json(r, members.collectives[w], windows[w].start_ns, seq);
-    out << (w ? "," : "") << win.dump();
+    out << (w ? "," : "") << dump(win);
   }
   out << "]}\n";
 }

@@ -51,15 +51,17 @@ void read_stream_events(const json& g, int64_t window_start, const std::vector<u
   for (size_t i = 0; i < n; ++i) {
     GpuActivity a;
     a.name = lookup(ids, name[i]);
-    a.start_ns = window_start + start[i].get<int64_t>();
-    a.end_ns = a.start_ns + dur[i].get<int64_t>();
-    if (int64_t ad = api_dur[i].get<int64_t>(); ad >= 0) {
-      a.api_start_ns = window_start + api_start[i].get<int64_t>();
+    // Checked like the records below: an unchecked get<int32_t>() of -2e91 was undefined
+    // behaviour (fuzz_reader, tests/fuzz).
+    a.start_ns = window_start + values::offset_ns(start[i], "gpu.stream_events.start_offset_ns");
+    a.end_ns = a.start_ns + values::dur_ns(dur[i], "gpu.stream_events.dur_ns");
+    if (int64_t ad = values::integer(api_dur[i], -1, values::kMaxDurNs, "gpu.stream_events.api_dur_ns"); ad >= 0) {
+      a.api_start_ns = window_start + values::offset_ns(api_start[i], "gpu.stream_events.api_start_offset_ns");
       a.api_end_ns = a.api_start_ns + ad;
     }
-    a.device = device[i].get<int32_t>();
-    a.stream = stream[i].get<uint32_t>();
-    a.correlation = corr[i].get<uint32_t>();
+    a.device = static_cast<int32_t>(values::integer(device[i], INT32_MIN, INT32_MAX, "gpu.stream_events.device"));
+    a.stream = static_cast<uint32_t>(values::integer(stream[i], 0, UINT32_MAX, "gpu.stream_events.stream"));
+    a.correlation = static_cast<uint32_t>(values::integer(corr[i], 0, UINT32_MAX, "gpu.stream_events.correlation"));
     out.stream_events.push_back(a);
   }
 }

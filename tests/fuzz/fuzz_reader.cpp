@@ -1,44 +1,9 @@
-// libFuzzer target: one rank file (any schema version, docs/schema.md) through the whole report.
-// The file is read as rank files are (parse_segment_text), joined by a copy of itself as a second
-// rank so the cross-rank analyses run, then reported in text and JSON and written as a trace.
-// Expected outcomes: the file is refused (an exception from the parser: what read_run turns into
-// an unreadable_file problem) or reported; anything else (a crash, a sanitizer report, an
-// exception out of the report, a leak) is a bug.
-#include <cstddef>
-#include <cstdint>
-#include <sstream>
-#include <string>
-#include <vector>
-
-#include "reader_segment.h"
-#include "render_trace.h"
-#include "report_command.h"
-
-namespace rep = laggard::report;
+// libFuzzer target: one JSON rank file (any schema version, docs/schema.md) through the whole
+// report (fuzz_report.h). Binary v5 frame files have their own target, fuzz_frames, whose
+// mutator keeps their checksums valid.
+#include "fuzz_report.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  rep::RunModel model;
-  model.dir = "fuzz";
-  std::vector<rep::Segment> segments;
-  try {
-    segments.push_back(rep::parse_segment_text(text, "fuzz/rank0.json", model.strings));
-  } catch (const std::exception&) {
-    return 0;  // refused: an unreadable_file problem in a real report
-  }
-  rep::Segment other = segments[0];
-  other.rank = segments[0].rank == 0 ? 1 : 0;
-  other.pid += 1;
-  segments.push_back(std::move(other));
-  rep::assemble_run(model, segments, {});
-
-  for (const char* format : {"text", "json"}) {
-    laggard::cli::ReportOptions o;
-    o.format = format;
-    std::ostringstream out, err;
-    laggard::cli::report_model(model, o, out, err);
-  }
-  std::ostringstream trace;
-  rep::render_trace(model, trace);
+  laggard::fuzz::report_rank_file(data, size, "fuzz/rank0.json");
   return 0;
 }

@@ -173,6 +173,28 @@ TEST(ActivityParser, MemcpyMemsetOtherKindsAndMissingTimestamps) {
   EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::no_timestamp);
 }
 
+// Found by fuzz_cupti (tests/fuzz): a corrupt record's timestamp near 2^63 overflowed int64_t
+// when mapped to the host clock (GpuClockMap::to_epoch, undefined behaviour in the host
+// process). Times past kMaxTimestamp and durations past kMaxDuration count as no timestamp.
+TEST(ActivityParser, TimesNoClockGivesCountAsNoTimestamp) {
+  GpuRecord r;
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 1'700'000'000'000'000'000;
+  k.end = k.start + 1000;
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::ok);
+  k.end = uint64_t{7'588'565'372'119'285'760};  // the fuzzer's: past 2^62
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::no_timestamp);
+  k.start = 1;
+  k.end = kMaxDuration + 2;  // a plausible end, but 104 days after the start
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&k), &r), ParseResult::no_timestamp);
+  CUpti_ActivityMemcpy6 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.start = 5;
+  m.end = UINT64_MAX;
+  EXPECT_EQ(parse_record(reinterpret_cast<CUpti_Activity*>(&m), &r), ParseResult::no_timestamp);
+}
+
 TEST(ActivityParser, NcclKernelNames) {
   EXPECT_TRUE(is_nccl_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
   EXPECT_TRUE(is_nccl_kernel("_Z28ncclDevKernel_AllGather_RING_LLP11ncclDevComm"));

@@ -275,6 +275,109 @@ TEST(ImportNsys, SqliteFromAnotherProgramIsOneClearError) {
   EXPECT_NE(message(text).find("not an SQLite database"), std::string::npos) << message(text);
 }
 
+// Seen reviewing the importer for fuzz_kineto (tests/fuzz): numbers no trace holds were
+// converted with undefined behaviour (a double beyond int64_t), or threw std::out_of_range (a
+// base time past int64_t).
+// An event whose times are impossible is left out and counted; a header value that cannot be
+// used fails the import naming it.
+TEST(ImportKineto, ImpossibleNumbersAreLeftOutOrRefusedNeverConverted) {
+  laggard::testing::TempDir tmp;
+  auto trace = [&](const std::string& head, const std::string& events) {
+    fs::path f = tmp.path / "t.json";
+    spit(f, "{" + head + "\"traceEvents\": [" + events + "]}");
+    return f.string();
+  };
+  const std::string good =
+      R"({"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": 5, "args": {"correlation": 1e300, "stream": -1e300,)"
+      R"( "bytes": 1e300, "grid": [1e300, -4, 2], "block": [32, 1, 1]}})";
+  ImportedRank r = import_kineto(
+      trace(R"("distributedInfo": {"rank": 0, "world_size": 1000000000000},)",
+            good + R"(, {"ph": "X", "cat": "kernel", "name": "far", "ts": 1e300, "dur": 5},)"
+                   R"( {"ph": "X", "cat": "kernel", "name": "long", "ts": 99999999999999999999999, "dur": 5},)"
+                   R"( {"ph": "X", "cat": "kernel", "name": "negative", "ts": 20, "dur": -5})"));
+  ASSERT_EQ(r.gpu.size(), 1u);
+  EXPECT_EQ(r.gpu[0].start_ns, 10'000);
+  EXPECT_EQ(r.gpu[0].grid[0], 0u);  // not a dimension: unknown
+  EXPECT_EQ(r.gpu[0].grid[1], 0u);
+  EXPECT_EQ(r.gpu[0].grid[2], 2u);
+  EXPECT_EQ(r.gpu[0].bytes, 0u);
+  EXPECT_EQ(r.world_size, -1);
+  bool counted = false;
+  for (const std::string& n : r.notes) counted |= n.find("3 events left out") != std::string::npos;
+  EXPECT_TRUE(counted);
+
+  auto message = [&](const std::string& head) {
+    try {
+      import_kineto(trace(head, good));
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(imported)");
+  };
+  EXPECT_EQ(message(R"("distributedInfo": {"rank": 0}, "baseTimeNanoseconds": 18446744073709551615,)"),
+            "baseTimeNanoseconds 18446744073709551615 is not a time");
+  EXPECT_EQ(message(R"("distributedInfo": {"rank": 0}, "baseTimeNanoseconds": -1,)"),
+            "baseTimeNanoseconds -1 is not a time");
+  EXPECT_EQ(message(R"("distributedInfo": {"rank": 1000000000000},)"), "distributedInfo.rank 1000000000000 is not a rank");
+}
+
+// Seen reviewing the importer for fuzz_nsys (tests/fuzz): a row time near the int64_t limit
+// overflowed when the session start was added. Such rows are left out and counted, as is a session start that is no time.
+TEST(ImportNsys, RowsWithImpossibleTimesAreLeftOutAndCounted) {
+  laggard::testing::TempDir tmp;
+  std::string file = (tmp.path / "rank0.sqlite").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);"
+                         "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000);"
+                         "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);"
+                         "INSERT INTO StringIds VALUES (1, 'k'), (2, 'cudaLaunchKernel_v7000');"
+                         "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId, shortName);"
+                         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, 1, 1), "
+                         "(9223372036854775000, 9223372036854775807, 2, 1), (300, 250, 3, 1);"
+                         "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId);"
+                         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (-9223372036854775807, 90, 1, 1, 2);"
+                         "CREATE TABLE NVTX_EVENTS (start, end, text, globalTid, eventType);"
+                         "INSERT INTO NVTX_EVENTS VALUES (50, 9223372036854775807, 'step', 1, 59), (50, 400, 'ok', 1, 59);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ImportedRank r = import_nsys(file);
+  ASSERT_EQ(r.gpu.size(), 1u);
+  EXPECT_EQ(r.gpu[0].start_ns, 1700000000000000100);
+  EXPECT_EQ(r.gpu[0].api_end_ns, 0);  // its launch row's start is no time
+  ASSERT_EQ(r.ranges.size(), 1u);
+  EXPECT_EQ(r.strings.at(r.ranges[0].name), "ok");
+  bool counted = false;
+  for (const std::string& n : r.notes) counted |= n.find("4 rows left out") != std::string::npos;
+  EXPECT_TRUE(counted);
+}
+
+// Found by fuzz_nsys (tests/fuzz): a kernel name that is not UTF-8 (nsys stores bytes) made
+// writing the rank file throw a JSON type_error out of `laggard import`, leaving a .tmp file.
+TEST(ImportNsys, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
+  laggard::testing::TempDir tmp;
+  std::string file = (tmp.path / "rank0.sqlite").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);"
+                         "INSERT INTO StringIds VALUES (1, CAST(X'6bff5f61' AS TEXT));"
+                         "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId, shortName);"
+                         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, 1, 1);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ImportedRank r = import_nsys(file);
+  std::string path = write_rank_file(r, (tmp.path / "run").string(), "utf8");
+  RunModel m = read_run((tmp.path / "run").string());
+  ASSERT_EQ(m.ranks.size(), 1u);
+  ASSERT_EQ(m.ranks[0].windows.at(0).gpu.size(), 1u);
+  EXPECT_EQ(m.strings.at(m.ranks[0].windows[0].gpu[0].name), "k\xEF\xBF\xBD_a");
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path / "run"), fs::directory_iterator()), 1);
+}
+
 TEST(ImportNsys, RankFromFileName) {
   EXPECT_EQ(rank_from_file_name("/x/report-rank3.sqlite"), 3);
   EXPECT_EQ(rank_from_file_name("run_rank_12.sqlite"), 12);

@@ -127,6 +127,24 @@ TEST(ReaderSafety, OneWindow1e17NsOffIsLeftOut) {
   full_report_runs(tmp.path);
 }
 
+// Found by fuzz_reader (tests/fuzz): a GPU stream event's device of -2e91 was converted to
+// int32_t unchecked (undefined behaviour, garbage in the model). Its window is left out, named.
+TEST(ReaderSafety, StreamEventValuesOutOfRangeLeaveTheirWindowOut) {
+  TempDir tmp;
+  json f = rank_file(0, 1, 3);
+  f["windows"][1]["gpu"] = {{"sampled", true},
+                            {"strings", {"Stream Sync"}},
+                            {"stream_events",
+                             {{"name", {0}}, {"start_offset_ns", {0}}, {"dur_ns", {5}}, {"device", {-2e91}},
+                              {"stream", {1}}, {"correlation", {1}}, {"api_start_offset_ns", {0}}, {"api_dur_ns", {-1}}}}};
+  write(tmp.path, f);
+  rep::RunModel m = rep::read_run(tmp.path.string());
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].windows.size(), 2u) << problems_of(m);
+  EXPECT_NE(problems_of(m).find("gpu.stream_events.device"), std::string::npos) << problems_of(m);
+  full_report_runs(tmp.path);
+}
+
 TEST(ReaderSafety, WorldSizeOf1e8IsIgnoredAndMissingRanksStayFewEntries) {
   TempDir tmp;
   json f0 = rank_file(0, 2, 4);

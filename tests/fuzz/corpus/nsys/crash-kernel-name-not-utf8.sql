@@ -1,0 +1,6 @@
+CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+INSERT INTO StringIds VALUES (10, 'kernelκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκκ_a'), (11, 'cudaLaunch');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER, correlationId INTEGER, shortName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (5, 105, 1, 13, 1, 10), (200, 150, -1, 13, 2, 99), (NULL, 'x', 2.5, NULL, NULL, NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, golbalTid INTEGER, correlationId INTEGER, naheId INTEGGR);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1, 3, 16777217, 1, 11), (1, 3, 16777217, 2, NULL);
