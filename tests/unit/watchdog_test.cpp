@@ -201,7 +201,7 @@ TEST(Watchdog, WritesAReportNamingEveryThread) {
   for (const auto& t : j["threads"])
     if (t["tid"] == p.tid.load()) {
       found = true;
-      EXPECT_EQ(t["status"], "captured");
+      ASSERT_EQ(t["status"], "captured");  // the checks below read its frames and sections
       EXPECT_EQ(t["sections"][0]["name"], "data_load");
     }
   EXPECT_TRUE(found);
