@@ -42,8 +42,6 @@ struct Request {
   std::atomic<uint32_t> tid{0};
   int nframes = 0;
   uint64_t pc[kMaxFrames];
-  uint64_t offset[kMaxFrames];
-  char name[kMaxFrames][kNameLen];
   int nsections = 0;
   RangeStack::OpenRange sections[kMaxSections];
 };
@@ -60,6 +58,7 @@ struct Unwind {
   int (*step)(unw_cursor_t*) = nullptr;
   int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*) = nullptr;
   int (*get_proc_name)(unw_cursor_t*, char*, size_t, unw_word_t*) = nullptr;
+  int (*set_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t) = nullptr;
   int (*getcontext)(unw_context_t*) = nullptr;
 };
 Unwind g_unw;  // set in arm(), before the handler is installed; cleared when libunwind is missing
@@ -67,7 +66,33 @@ Unwind g_unw;  // set in arm(), before the handler is installed; cleared when li
 
 uint32_t gettid_raw() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
 
-// Signal context only: everything below writes into *r and reads this thread's own state.
+// The procedure containing `ip` and the offset into it, by libunwind's symbol-table lookup (it
+// finds static functions dladdr cannot): a cursor on this thread moved to `ip`. Not in a signal
+// handler (see fill_request). "" when unknown.
+std::string proc_name(uint64_t ip, uint64_t* offset) {
+#ifdef LAGGARD_HAVE_LIBUNWIND
+  if (!g_unw.set_reg) return "";
+  unw_context_t ctx;
+  unw_cursor_t cursor;
+  if (g_unw.getcontext(&ctx) != 0 || g_unw.init_local2(&cursor, &ctx, 0) != 0) return "";
+  if (g_unw.set_reg(&cursor, UNW_REG_IP, ip) != 0) return "";
+  char name[kNameLen] = {};
+  unw_word_t off = 0;
+  if (g_unw.get_proc_name(&cursor, name, sizeof name, &off) != 0 && !name[0]) return "";
+  name[kNameLen - 1] = '\0';
+  *offset = off;
+  return name;
+#else
+  (void)ip;
+  (void)offset;
+  return "";
+#endif
+}
+
+// Signal context only: everything below writes into *r and reads this thread's own state. Only
+// addresses: naming them (unw_get_proc_name) reads ELF symbol tables and may call malloc, which
+// deadlocks a thread interrupted inside malloc (ThreadSanitizer: signal-unsafe call in a handler).
+// The watchdog thread names them afterwards (proc_name).
 void fill_request(Request* r, void* ucontext) {
   r->nframes = 0;
 #ifdef LAGGARD_HAVE_LIBUNWIND
@@ -75,16 +100,9 @@ void fill_request(Request* r, void* ucontext) {
   if (g_unw.init_local2 &&
       g_unw.init_local2(&cursor, static_cast<unw_context_t*>(ucontext), UNW_INIT_SIGNAL_FRAME) == 0) {
     do {
-      unw_word_t ip = 0, off = 0;
+      unw_word_t ip = 0;
       if (g_unw.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
-      int i = r->nframes;
-      r->pc[i] = ip;
-      r->name[i][0] = '\0';
-      r->offset[i] = 0;
-      if (g_unw.get_proc_name(&cursor, r->name[i], kNameLen, &off) == 0 || r->name[i][0]) r->offset[i] = off;
-      else r->name[i][0] = '\0';
-      r->name[i][kNameLen - 1] = '\0';
-      ++r->nframes;
+      r->pc[r->nframes++] = ip;
     } while (r->nframes < kMaxFrames && g_unw.step(&cursor) > 0);
   }
 #else
@@ -237,6 +255,7 @@ void StackSampler::arm(int forced_signal, int64_t epoch_offset_ns, const std::st
     u.get_reg = reinterpret_cast<decltype(u.get_reg)>(dlsym(h, LAGGARD_STR(unw_get_reg)));
     u.get_proc_name = reinterpret_cast<decltype(u.get_proc_name)>(dlsym(h, LAGGARD_STR(unw_get_proc_name)));
     u.getcontext = reinterpret_cast<decltype(u.getcontext)>(dlsym(h, LAGGARD_STR(unw_tdep_getcontext)));
+    u.set_reg = reinterpret_cast<decltype(u.set_reg)>(dlsym(h, LAGGARD_STR(unw_set_reg)));  // optional: names
     if (!u.init_local2 || !u.step || !u.get_reg || !u.get_proc_name || !u.getcontext) {
       unwinder_ = "unavailable: " + library + " lacks unw_init_local2 (need libunwind >= 1.3)";
     } else {
@@ -322,9 +341,10 @@ void StackSampler::capture(ThreadReport& t, int64_t timeout_ns) {
         f.module_base = m.base;
         break;
       }
-    if (r->name[i][0]) {
-      f.symbol = demangle(r->name[i]);
-      f.offset = r->offset[i];
+    uint64_t offset = 0;
+    if (std::string name = proc_name(lookup, &offset); !name.empty()) {
+      f.symbol = demangle(name.c_str());
+      f.offset = offset + (f.pc - lookup);
     } else {
       Dl_info info{};
       if (dladdr(reinterpret_cast<void*>(lookup), &info) && info.dli_sname) {

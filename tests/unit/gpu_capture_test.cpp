@@ -756,15 +756,20 @@ TEST(GpuCaptureSmall, BuffersCompletedDuringACloseGoToTheNextWindow) {
       f.api.core.flush_all(0);
     }
   });
+  // Records that ended before a close but reached the aggregator after it (a slow machine, or
+  // TSan: the worker's buffers complete late) are that earlier window's late statistics, in a
+  // later snapshot (issue 9 item 11): counted too, as the report counts them.
   uint64_t seen = 0;
-  for (int i = 0; i < 5; ++i) {
-    WindowSnapshot w = f.close();
+  auto count = [&seen](const WindowSnapshot& w) {
     for (const auto& k : w.gpu.kernels) seen += k.count;
-  }
+    for (const auto& l : w.gpu.late)
+      for (const auto& k : l.kernels) seen += k.count;
+  };
+  for (int i = 0; i < 5; ++i) count(f.close());
   done = true;
   worker.join();
   WindowSnapshot w = f.close();
-  for (const auto& k : w.gpu.kernels) seen += k.count;
+  count(w);
   EXPECT_EQ(w.dropped.cupti_records_dropped, 0u);
   EXPECT_GE(seen, 2000u);
 }
