@@ -394,7 +394,9 @@ TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
     EXPECT_EQ(s.api_end_ns, a.api_end_ns) << i;
     EXPECT_EQ(compact.strings.at(s.name), full.strings.at(a.name)) << i;
     EXPECT_EQ(s.section == StringTable::kNone, a.section == StringTable::kNone) << i;
-    if (s.section != StringTable::kNone) EXPECT_EQ(compact.strings.at(s.section), full.strings.at(a.section)) << i;
+    if (s.section != StringTable::kNone) {
+      EXPECT_EQ(compact.strings.at(s.section), full.strings.at(a.section)) << i;
+    }
     EXPECT_EQ(s.stream, a.stream) << i;
     EXPECT_EQ(s.correlation, a.correlation) << i;
     EXPECT_EQ(s.device, a.device) << i;
