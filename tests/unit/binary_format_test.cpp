@@ -12,6 +12,7 @@
 #include "frame_out.h"
 #include "progress.h"
 #include "reader.h"
+#include "file_builders.h"
 #include "reader_segment.h"
 #include "temp_dir.h"
 #include "writer.h"
@@ -28,17 +29,8 @@ constexpr int64_t kStart = 1'700'000'000'000'000'000;
 constexpr int64_t kWindowNs = 1'000'000'000;
 
 laggard::FileInfo info(int rank, long pid = 100) {
-  laggard::FileInfo fi;
-  fi.run_id = "bin1";
-  fi.run_id_source = "test";
-  fi.rank = rank;
+  laggard::FileInfo fi = laggard::testing::file_info("bin1", rank, 2, pid);
   fi.local_rank = rank;
-  fi.world_size = 2;
-  fi.rank_source = "RANK";
-  fi.host = "h";
-  fi.pid = pid;
-  fi.flush_s = 1;
-  fi.nvtx_status = "on";
   fi.cupti_enabled = true;
   return fi;
 }
@@ -47,21 +39,11 @@ laggard::FileInfo info(int rank, long pid = 100) {
 // started before the window, a launch call that was not seen.
 void add_record(laggard::GpuRecords& r, uint8_t kind, uint32_t name, uint32_t section, int64_t start, int64_t dur,
                 int64_t api_start, int64_t api_dur, int32_t shape, uint64_t bytes, uint8_t copy, uint8_t flags) {
-  r.kind.push_back(kind);
-  r.name.push_back(name);
-  r.section.push_back(section);
-  r.start_ns.push_back(start);
-  r.dur_ns.push_back(dur);
-  r.api_start_ns.push_back(api_start);
-  r.api_dur_ns.push_back(api_dur);
-  r.tid.push_back(4242);
-  r.correlation.push_back(r.correlation.empty() ? 7 : r.correlation.back() + 3);
-  r.device.push_back(kind == 0 ? 0 : -1);
-  r.stream.push_back(13);
-  r.shape.push_back(shape);
-  r.bytes.push_back(bytes);
-  r.copy_kind.push_back(copy);
-  r.flags.push_back(flags);
+  laggard::testing::add_gpu_record(
+      r, {.kind = kind, .name = name, .section = section, .start_ns = start, .dur_ns = dur,
+          .api_start_ns = api_start, .api_dur_ns = api_dur, .shape = shape, .bytes = bytes, .copy_kind = copy,
+          .flags = flags, .correlation = r.correlation.empty() ? 7u : r.correlation.back() + 3,
+          .device = kind == 0 ? 0 : -1});
 }
 
 // A step's worth of kernels: `kernels` launches of distinct names in section "step", like the

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "file_builders.h"
 #include "temp_dir.h"
 #include "json_out.h"
 #include "reader.h"
@@ -20,19 +21,11 @@ namespace {
 using laggard::testing::TempDir;
 
 laggard::FileInfo info(int rank, int world = 2) {
-  laggard::FileInfo fi;
-  fi.run_id = "run1";
-  fi.run_id_source = "test";
-  fi.rank = rank;
+  laggard::FileInfo fi = laggard::testing::file_info("run1", rank, world, 100 + rank);
   fi.local_rank = rank;
-  fi.world_size = world;
-  fi.rank_source = "RANK";
   fi.host = "h\"ost";
-  fi.pid = 100 + rank;
   fi.process_start_ns = 1'000'000'000;
-  fi.flush_s = 1;
   fi.max_occurrences = 10;
-  fi.nvtx_status = "on";
   return fi;
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "file_builders.h"
 #include "temp_dir.h"
 #include "reader.h"
 #include "writer.h"
@@ -21,17 +22,8 @@ namespace {
 using laggard::testing::TempDir;
 
 laggard::FileInfo info() {
-  laggard::FileInfo fi;
-  fi.run_id = "gpu1";
-  fi.run_id_source = "test";
-  fi.rank = 0;
+  laggard::FileInfo fi = laggard::testing::file_info("gpu1", 0, 1, 42);
   fi.local_rank = 0;
-  fi.world_size = 1;
-  fi.rank_source = "RANK";
-  fi.host = "h";
-  fi.pid = 42;
-  fi.flush_s = 1;
-  fi.nvtx_status = "on";
   fi.cupti_enabled = true;
   fi.profiling_interval = 2;
   return fi;
@@ -80,21 +72,10 @@ laggard::WindowSnapshot gpu_window() {
   GpuRecords& r = g.records;
   auto add = [&](GpuRecordKind kind, uint32_t name, uint32_t section, int64_t start, int64_t dur, int64_t api_start,
                  int64_t api_dur, int32_t shape, uint64_t bytes, uint8_t copy, uint8_t flags) {
-    r.kind.push_back(uint8_t(kind));
-    r.name.push_back(name);
-    r.section.push_back(section);
-    r.start_ns.push_back(start);
-    r.dur_ns.push_back(dur);
-    r.api_start_ns.push_back(api_start);
-    r.api_dur_ns.push_back(api_dur);
-    r.tid.push_back(77);
-    r.correlation.push_back(uint32_t(r.correlation.size() + 1));
-    r.device.push_back(1);
-    r.stream.push_back(13);
-    r.shape.push_back(shape);
-    r.bytes.push_back(bytes);
-    r.copy_kind.push_back(copy);
-    r.flags.push_back(flags);
+    laggard::testing::add_gpu_record(r, {.kind = uint8_t(kind), .name = name, .section = section, .start_ns = start,
+                                .dur_ns = dur, .api_start_ns = api_start, .api_dur_ns = api_dur, .shape = shape,
+                                .bytes = bytes, .copy_kind = copy, .flags = flags, .tid = 77,
+                                .correlation = uint32_t(r.correlation.size() + 1), .device = 1});
   };
   r.shapes.push_back({64, 2, 1, 256, 1, 1});
   add(GpuRecordKind::kernel, 0, 1, kStart + 1000, 100, kStart + 500, 40, 0, 0, 0, kGpuFlagGraph);

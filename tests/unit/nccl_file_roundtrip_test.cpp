@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "file_builders.h"
 #include "temp_dir.h"
 #include "reader.h"
 #include "writer.h"
@@ -17,17 +18,8 @@ namespace {
 using laggard::testing::TempDir;
 
 laggard::FileInfo info(int rank) {
-  laggard::FileInfo fi;
-  fi.run_id = "run1";
-  fi.run_id_source = "test";
-  fi.rank = rank;
-  fi.world_size = 2;
-  fi.rank_source = "RANK";
-  fi.host = "h";
-  fi.pid = 100 + rank;
+  laggard::FileInfo fi = laggard::testing::file_info("run1", rank, 2, 100 + rank);
   fi.process_start_ns = 1'000'000'000;
-  fi.flush_s = 1;
-  fi.nvtx_status = "on";
   fi.nccl_status = "on";
   return fi;
 }

@@ -370,6 +370,7 @@ TEST(PausedRanges, StartEndRangesFollowTheSameRule) {
 
 // ---- files and report (schema version 5) ----
 
+#include "file_builders.h"
 #include "reader.h"
 #include "render_paused.h"
 #include "writer.h"
@@ -378,17 +379,8 @@ namespace laggard {
 namespace {
 
 FileInfo rank_info(int rank) {
-  FileInfo fi;
-  fi.run_id = "run1";
-  fi.run_id_source = "test";
-  fi.rank = rank;
-  fi.world_size = 2;
-  fi.rank_source = "RANK";
-  fi.host = "h";
-  fi.pid = 100 + rank;
+  FileInfo fi = testing::file_info("run1", rank, 2, 100 + rank);
   fi.process_start_ns = 1'000'000'000;
-  fi.flush_s = 1;
-  fi.nvtx_status = "on";
   return fi;
 }
 

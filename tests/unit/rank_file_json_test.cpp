@@ -10,6 +10,7 @@
 
 #include "cat_command.h"
 #include "rank_file_json.h"
+#include "file_builders.h"
 #include "temp_dir.h"
 #include "writer.h"
 
@@ -22,16 +23,7 @@ using laggard::testing::TempDir;
 constexpr int64_t kStart = 1'700'000'000'000'000'000;
 
 laggard::FileInfo info() {
-  laggard::FileInfo fi;
-  fi.run_id = "cat1";
-  fi.run_id_source = "test";
-  fi.rank = 0;
-  fi.world_size = 1;
-  fi.rank_source = "RANK";
-  fi.host = "h";
-  fi.pid = 100;
-  fi.flush_s = 1;
-  fi.nvtx_status = "on";
+  laggard::FileInfo fi = laggard::testing::file_info("cat1", 0, 1, 100);
   fi.cupti_enabled = true;
   fi.written_ns = kStart;  // both formats stamp the same time
   return fi;
@@ -39,21 +31,12 @@ laggard::FileInfo info() {
 
 void add_record(laggard::GpuRecords& r, uint8_t kind, uint32_t name, uint32_t section, int64_t start, int64_t dur,
                 int64_t api_start, int64_t api_dur, int32_t shape, uint8_t flags) {
-  r.kind.push_back(kind);
-  r.name.push_back(name);
-  r.section.push_back(section);
-  r.start_ns.push_back(start);
-  r.dur_ns.push_back(dur);
-  r.api_start_ns.push_back(api_start);
-  r.api_dur_ns.push_back(api_dur);
-  r.tid.push_back(4242);
-  r.correlation.push_back(r.correlation.empty() ? 9 : r.correlation.back() - 2);  // may go down
-  r.device.push_back(kind == 0 ? 1 : -1);
-  r.stream.push_back(7);
-  r.shape.push_back(shape);
-  r.bytes.push_back(kind == 0 ? 0 : 1u << 20);
-  r.copy_kind.push_back(kind == 0 ? 0 : 1);
-  r.flags.push_back(flags);
+  laggard::testing::add_gpu_record(
+      r, {.kind = kind, .name = name, .section = section, .start_ns = start, .dur_ns = dur,
+          .api_start_ns = api_start, .api_dur_ns = api_dur, .shape = shape, .bytes = kind == 0 ? 0 : 1u << 20,
+          .copy_kind = uint8_t(kind == 0 ? 0 : 1), .flags = flags,
+          .correlation = r.correlation.empty() ? 9u : r.correlation.back() - 2,  // may go down
+          .device = kind == 0 ? 1 : -1, .stream = 7});
 }
 
 // A window with every part a JSON segment may hold: sections, GPU records of every sort (one

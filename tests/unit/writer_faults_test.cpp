@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reader.h"
+#include "file_builders.h"
 #include "temp_dir.h"
 #include "writer.h"
 
@@ -18,17 +19,8 @@ namespace {
 using laggard::testing::TempDir;
 
 laggard::FileInfo info(long pid, long ppid = 1) {
-  laggard::FileInfo fi;
-  fi.run_id = "run1";
-  fi.run_id_source = "test";
-  fi.rank = 0;
-  fi.world_size = 1;
-  fi.rank_source = "RANK";
-  fi.host = "h";
-  fi.pid = pid;
+  laggard::FileInfo fi = laggard::testing::file_info("run1", 0, 1, pid);
   fi.ppid = ppid;
-  fi.flush_s = 1;
-  fi.nvtx_status = "on";
   return fi;
 }
 
