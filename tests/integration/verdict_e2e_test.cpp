@@ -2,6 +2,7 @@
 // push/pop, nested ranges, a named domain, a start/end range ended on another thread): every
 // injected slowdown reaches the verdict with its exact rank, section and step range, and
 // healthy runs stay clean. Sleep-based, so medians hold on a loaded machine.
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <thread>
@@ -17,14 +18,28 @@ const std::vector<std::string> kLoop = {"--steps", "40", "--step-ms", "15"};
 // steps at a time: those are real transient slowdowns of that rank, and the verdict reports
 // them. On such a machine healthy runs must have no whole-run finding, and the injected fault
 // must be among the findings (a stalled rank can lose more); on an idle one, it leads and
-// nothing else may be found at all.
+// nothing else may be found at all. The load average lags by a minute, so a run is also
+// "overloaded" when the kernel's CPU pressure (PSI, /proc/pressure/cpu "some": time in which a
+// runnable task waited for a CPU) grew by more than a tenth of the run's wall time during it.
+bool g_last_run_contended = false;
+
 bool overloaded() {
   double load = 0;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf", &load) != 1) load = 0;
     std::fclose(f);
   }
-  return load > double(std::thread::hardware_concurrency());
+  return g_last_run_contended || load > double(std::thread::hardware_concurrency());
+}
+
+// Microseconds some runnable task has waited for a CPU since boot; -1 without PSI.
+long long cpu_pressure_us() {
+  long long total = -1;
+  if (FILE* f = std::fopen("/proc/pressure/cpu", "r")) {
+    if (std::fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%lld", &total) != 1) total = -1;
+    std::fclose(f);
+  }
+  return total;
 }
 
 bool has_finding(const nlohmann::json& f, int rank, const std::string& section, int first, int last) {
@@ -39,7 +54,13 @@ class VerdictEndToEnd : public Scratch {
  protected:
   nlohmann::json findings_of(std::vector<std::string> args) {
     args.insert(args.begin(), kLoop.begin(), kLoop.end());
+    const long long pressure_before = cpu_pressure_us();
+    const auto t0 = std::chrono::steady_clock::now();
     ProcessResult run = run_demo(4, args);
+    const long long wall_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    const long long pressure_after = cpu_pressure_us();
+    g_last_run_contended = pressure_before >= 0 && pressure_after - pressure_before > wall_us / 10;
     EXPECT_EQ(run.exit_code, 0) << run.err;
     return report()["verdict"]["findings"];
   }
