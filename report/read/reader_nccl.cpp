@@ -27,13 +27,13 @@ uint32_t string_at(const std::vector<uint32_t>& ids, const json& v) {
   return i >= 0 && static_cast<size_t>(i) < ids.size() ? ids[i] : StringTable::kNone;
 }
 
-}  // namespace
+// A communicator as the window's "comms" list describes it; ops and p2p refer to it by index.
+struct Comm {
+  uint32_t id, name;
+  int nranks, rank, nnodes;
+};
 
-void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) {
-  struct Comm {
-    uint32_t id, name;
-    int nranks, rank, nnodes;
-  };
+std::vector<Comm> read_comms(const json& nccl, StringTable& strings) {
   std::vector<Comm> comms;
   for (const json& c : nccl.value("comms", json::array())) {
     std::string name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "";
@@ -47,17 +47,20 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
                      name.empty() ? StringTable::kNone : strings.intern(name), nranks,
                      field("rank", -1, std::max(0, nranks - 1), -1), field("nnodes", 0, values::kMaxWorldSize, 0)});
   }
-  std::vector<uint32_t> ids;
-  for (const json& s : nccl.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
+  return comms;
+}
 
+void read_drops_and_plugin(const json& nccl, CaptureWindow& w) {
   const json dropped = nccl.value("dropped", json::object());
   for (const auto& [key, value] : dropped.items())
     w.dropped["nccl_" + key] += values::count(value, "nccl.dropped");
-
   if (auto pl = nccl.find("plugin"); pl != nccl.end() && pl->is_object()) {
     w.nccl_table = pl->value("table", 0);
     w.nccl_kernel_events = pl->value("kernel_events", std::string());
   }
+}
+
+void read_p2p(const json& nccl, const std::vector<Comm>& comms, CaptureWindow& w) {
   for (const json& p : nccl.value("p2p", json::array())) {
     size_t c = p.at("comm").get<size_t>();
     if (c >= comms.size()) throw std::runtime_error("nccl.p2p names no communicator");
@@ -71,39 +74,39 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
     pc.recv_bytes = p.value("recv_bytes", uint64_t{0});
     w.p2p.push_back(pc);
   }
+}
 
-  auto it = nccl.find("ops");
-  if (it == nccl.end()) return;
-  const json& ops = *it;
-  const size_t n = ops.value("comm", json::array()).size();
-  const json& comm = column(ops, "comm", n);
-  const json& p2p = column(ops, "p2p", n);
-  const json& func = column(ops, "func", n);
-  const json& seq = column(ops, "seq", n);
-  const json& count = column(ops, "count", n);
-  const json& bytes = column(ops, "bytes", n);
-  const json& datatype = column(ops, "datatype", n);
-  const json& root = column(ops, "root", n);
-  const json& peer = column(ops, "peer", n);
-  const json& algo = column(ops, "algo", n);
-  const json& proto = column(ops, "proto", n);
-  const json& nchannels = column(ops, "nchannels", n);
-  const json& host_start = column(ops, "host_start_offset_ns", n);
-  const json& host_dur = column(ops, "host_dur_ns", n);
-  const json& gpu_start = column(ops, "gpu_start_offset_ns", n);
-  const json& gpu_dur = column(ops, "gpu_dur_ns", n);
-  // Optional columns (channels: version 3 writers wrote it, earlier readers ignored it;
-  // chan_host_*: version 4).
-  const json* channels = ops.contains("channels") ? &column(ops, "channels", n) : nullptr;
-  const json* chan_start = ops.contains("chan_host_start_offset_ns") ? &column(ops, "chan_host_start_offset_ns", n) : nullptr;
-  const json* chan_stop = ops.contains("chan_host_stop_offset_ns") ? &column(ops, "chan_host_stop_offset_ns", n) : nullptr;
-  auto offset_at = [&](const json* col, size_t i) -> int64_t {
-    return col && (*col)[i].is_number_integer() ? w.start_ns + values::offset_ns((*col)[i], "nccl.ops.chan_host_offset_ns") : 0;
-  };
+// The "ops" columns (docs/schema.md, version 3), each checked to hold one entry per operation.
+class OpColumns {
+ public:
+  explicit OpColumns(const json& ops)
+      : n_(ops.value("comm", json::array()).size()),
+        comm_(column(ops, "comm", n_)),
+        p2p_(column(ops, "p2p", n_)),
+        func_(column(ops, "func", n_)),
+        seq_(column(ops, "seq", n_)),
+        count_(column(ops, "count", n_)),
+        bytes_(column(ops, "bytes", n_)),
+        datatype_(column(ops, "datatype", n_)),
+        root_(column(ops, "root", n_)),
+        peer_(column(ops, "peer", n_)),
+        algo_(column(ops, "algo", n_)),
+        proto_(column(ops, "proto", n_)),
+        nchannels_(column(ops, "nchannels", n_)),
+        host_start_(column(ops, "host_start_offset_ns", n_)),
+        host_dur_(column(ops, "host_dur_ns", n_)),
+        gpu_start_(column(ops, "gpu_start_offset_ns", n_)),
+        gpu_dur_(column(ops, "gpu_dur_ns", n_)),
+        // Optional (channels: version 3 writers wrote it, earlier readers ignored it;
+        // chan_host_*: version 4).
+        channels_(optional_column(ops, "channels")),
+        chan_start_(optional_column(ops, "chan_host_start_offset_ns")),
+        chan_stop_(optional_column(ops, "chan_host_stop_offset_ns")) {}
 
-  w.collectives.reserve(w.collectives.size() + n);
-  for (size_t i = 0; i < n; ++i) {
-    size_t c = static_cast<size_t>(values::integer(comm[i], 0, INT32_MAX, "nccl.ops.comm"));
+  size_t size() const { return n_; }
+
+  Collective op(size_t i, const std::vector<Comm>& comms, const std::vector<uint32_t>& ids, int64_t window_start) const {
+    size_t c = static_cast<size_t>(values::integer(comm_[i], 0, INT32_MAX, "nccl.ops.comm"));
     if (c >= comms.size()) throw std::runtime_error(fmt::format("nccl.ops.comm[{}] names no communicator", i));
     Collective op;
     op.comm = comms[c].id;
@@ -111,35 +114,70 @@ void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) 
     op.comm_nranks = comms[c].nranks;
     op.comm_rank = comms[c].rank;
     op.comm_nnodes = comms[c].nnodes;
-    op.func = string_at(ids, func[i]);
-    op.p2p = values::integer(p2p[i], 0, 1, "nccl.ops.p2p") != 0;
-    op.peer = static_cast<int>(values::integer(peer[i], -1, values::kMaxWorldSize, "nccl.ops.peer"));
-    op.root = static_cast<int>(values::integer(root[i], -1, values::kMaxWorldSize, "nccl.ops.root"));
-    op.seq = values::count(seq[i], "nccl.ops.seq");
-    op.count = values::count(count[i], "nccl.ops.count");
-    op.bytes = values::count(bytes[i], "nccl.ops.bytes");
-    op.datatype = string_at(ids, datatype[i]);
-    op.algo = string_at(ids, algo[i]);
-    op.proto = string_at(ids, proto[i]);
-    op.nchannels = static_cast<int>(values::integer(nchannels[i], 0, 1 << 16, "nccl.ops.nchannels"));
-    if (channels && (*channels)[i].is_number_integer())
-      op.channels = static_cast<int>(values::integer((*channels)[i], 0, 1 << 16, "nccl.ops.channels"));
-    op.upload_start_ns = w.start_ns + values::offset_ns(host_start[i], "nccl.ops.host_start_offset_ns");
+    op.func = string_at(ids, func_[i]);
+    op.p2p = values::integer(p2p_[i], 0, 1, "nccl.ops.p2p") != 0;
+    op.peer = static_cast<int>(values::integer(peer_[i], -1, values::kMaxWorldSize, "nccl.ops.peer"));
+    op.root = static_cast<int>(values::integer(root_[i], -1, values::kMaxWorldSize, "nccl.ops.root"));
+    op.seq = values::count(seq_[i], "nccl.ops.seq");
+    op.count = values::count(count_[i], "nccl.ops.count");
+    op.bytes = values::count(bytes_[i], "nccl.ops.bytes");
+    op.datatype = string_at(ids, datatype_[i]);
+    op.algo = string_at(ids, algo_[i]);
+    op.proto = string_at(ids, proto_[i]);
+    op.nchannels = static_cast<int>(values::integer(nchannels_[i], 0, 1 << 16, "nccl.ops.nchannels"));
+    if (channels_ && (*channels_)[i].is_number_integer())
+      op.channels = static_cast<int>(values::integer((*channels_)[i], 0, 1 << 16, "nccl.ops.channels"));
+    read_times(i, window_start, op);
+    return op;
+  }
+
+ private:
+  const json* optional_column(const json& ops, const char* key) const {
+    return ops.contains(key) ? &column(ops, key, n_) : nullptr;
+  }
+
+  int64_t chan_offset_at(const json* col, size_t i, int64_t window_start) const {
+    return col && (*col)[i].is_number_integer()
+               ? window_start + values::offset_ns((*col)[i], "nccl.ops.chan_host_offset_ns")
+               : 0;
+  }
+
+  void read_times(size_t i, int64_t window_start, Collective& op) const {
+    op.upload_start_ns = window_start + values::offset_ns(host_start_[i], "nccl.ops.host_start_offset_ns");
     if (op.upload_start_ns <= 0) throw std::runtime_error("NCCL operation before 1970");
     op.upload_end_ns =
-        host_dur[i].is_null() ? 0 : op.upload_start_ns + values::dur_ns(host_dur[i], "nccl.ops.host_dur_ns");
-    op.chan_host_start_ns = offset_at(chan_start, i);
-    op.chan_host_stop_ns = offset_at(chan_stop, i);
-    if (!gpu_start[i].is_null() && !gpu_dur[i].is_null()) {
-      // NCCL's GPU clock may not be epoch-based (finish_nccl_rank shifts it): any sign here.
-      op.gpu_start_ns = w.start_ns + values::integer(gpu_start[i], -values::kMaxTimeNs, values::kMaxTimeNs,
+        host_dur_[i].is_null() ? 0 : op.upload_start_ns + values::dur_ns(host_dur_[i], "nccl.ops.host_dur_ns");
+    op.chan_host_start_ns = chan_offset_at(chan_start_, i, window_start);
+    op.chan_host_stop_ns = chan_offset_at(chan_stop_, i, window_start);
+    if (gpu_start_[i].is_null() || gpu_dur_[i].is_null()) return;
+    // NCCL's GPU clock may not be epoch-based (finish_nccl_rank shifts it): any sign here.
+    op.gpu_start_ns = window_start + values::integer(gpu_start_[i], -values::kMaxTimeNs, values::kMaxTimeNs,
                                                      "nccl.ops.gpu_start_offset_ns");
-      if (op.gpu_start_ns < 0 || op.gpu_start_ns > values::kMaxTimeNs)
-        throw std::runtime_error("nccl.ops.gpu_start_offset_ns: GPU time outside 0..2096");
-      op.gpu_end_ns = op.gpu_start_ns + values::dur_ns(gpu_dur[i], "nccl.ops.gpu_dur_ns");
-    }
-    w.collectives.push_back(op);
+    if (op.gpu_start_ns < 0 || op.gpu_start_ns > values::kMaxTimeNs)
+      throw std::runtime_error("nccl.ops.gpu_start_offset_ns: GPU time outside 0..2096");
+    op.gpu_end_ns = op.gpu_start_ns + values::dur_ns(gpu_dur_[i], "nccl.ops.gpu_dur_ns");
   }
+
+  size_t n_;
+  const json &comm_, &p2p_, &func_, &seq_, &count_, &bytes_, &datatype_, &root_, &peer_, &algo_, &proto_,
+      &nchannels_, &host_start_, &host_dur_, &gpu_start_, &gpu_dur_;
+  const json *channels_, *chan_start_, *chan_stop_;
+};
+
+}  // namespace
+
+void read_nccl_window(const json& nccl, StringTable& strings, CaptureWindow& w) {
+  const std::vector<Comm> comms = read_comms(nccl, strings);
+  std::vector<uint32_t> ids;
+  for (const json& s : nccl.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
+  read_drops_and_plugin(nccl, w);
+  read_p2p(nccl, comms, w);
+
+  auto it = nccl.find("ops");
+  if (it == nccl.end()) return;
+  const OpColumns ops(*it);
+  w.collectives.reserve(w.collectives.size() + ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) w.collectives.push_back(ops.op(i, comms, ids, w.start_ns));
 }
 
 void finish_nccl_rank(RankData& r, std::vector<Problem>& problems) {
