@@ -292,16 +292,8 @@ std::string distributions_section(const Page& p) {
   return out + "</section>";
 }
 
-std::string nccl_section(const Page& p) {
-  const CommReport& c = p.analyses.comm;
-  std::string out = "<section id=\"nccl\"><h2>NCCL: arrival skew and blame</h2>";
-  if (c.matched == 0)
-    return out + note(fmt::format("No NCCL collective matched across ranks ({} operations read).", c.ops)) + "</section>";
-  out += fmt::format("<p>{} collectives matched across ranks. <b>Blame</b>: the time the others waited for a rank "
-                     "(it arrived last); <b>last</b>: the share of its collectives it arrived last in.</p>",
-                     c.matched);
-  std::set<int> comm_stragglers;
-  for (const Straggler& s : c.stragglers) comm_stragglers.insert(s.rank);
+// Blame and arrived-last share per rank, the most blamed first, the top N drawn.
+std::string blame_charts(const Page& p, const CommReport& c, const std::set<int>& comm_stragglers) {
   std::vector<const CommRankStats*> ranks;
   for (const CommRankStats& r : c.ranks)
     if (r.collectives) ranks.push_back(&r);
@@ -321,54 +313,88 @@ std::string nccl_section(const Page& p) {
                      flagged});
     last.push_back({p.rank_label(r.rank), static_cast<double>(r.last) / static_cast<double>(r.collectives), {}, flagged});
   }
-  out += "<h3>Blame per rank (most first)</h3>" + bar_chart("nccl-blame-chart", blame, ms_value);
+  std::string out = "<h3>Blame per rank (most first)</h3>" + bar_chart("nccl-blame-chart", blame, ms_value);
   if (ranks.size() > p.options.top)
     out += note(fmt::format("The other {} ranks: {} of blame together.", ranks.size() - p.options.top,
                             duration(others_blame)));
-  out += "<h3>Arrived last (share of its collectives)</h3>" + bar_chart("nccl-last-chart", last, share_value);
-  if (!c.worst.empty()) {
-    const CollectiveDetail& w = c.worst.front();
-    std::vector<size_t> order(w.ranks.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w.arrival_ns[a] > w.arrival_ns[b]; });
-    std::vector<Bar> arrivals;
-    for (size_t k = 0; k < order.size() && k < p.options.top; ++k) {
-      size_t i = order[k];
-      bool is_last = std::find(w.last_ranks.begin(), w.last_ranks.end(), w.ranks[i]) != w.last_ranks.end();
-      arrivals.push_back({p.rank_label(w.ranks[i]), w.arrival_ns[i],
-                          fmt::format("{} arrived {} after the first; waited {}", p.rank_label(w.ranks[i]),
-                                      duration(w.arrival_ns[i]), duration(w.wait_ns[i])),
-                          is_last});
-    }
-    out += fmt::format("<h3>Arrival skew in the collective with the most waiting: <span class=\"name\">{}</span> #{} "
-                       "({} waited in all)</h3>",
-                       esc(p.model.strings.at(w.func)), w.seq, duration(w.total_wait_ns));
-    out += bar_chart("nccl-arrival-chart", arrivals, ms_value);
+  return out + "<h3>Arrived last (share of its collectives)</h3>" + bar_chart("nccl-last-chart", last, share_value);
+}
+
+// Arrival of each rank in the collective where the ranks waited longest, the latest first.
+std::string worst_collective_chart(const Page& p, const CollectiveDetail& w) {
+  std::vector<size_t> order(w.ranks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w.arrival_ns[a] > w.arrival_ns[b]; });
+  std::vector<Bar> arrivals;
+  for (size_t k = 0; k < order.size() && k < p.options.top; ++k) {
+    size_t i = order[k];
+    bool is_last = std::find(w.last_ranks.begin(), w.last_ranks.end(), w.ranks[i]) != w.last_ranks.end();
+    arrivals.push_back({p.rank_label(w.ranks[i]), w.arrival_ns[i],
+                        fmt::format("{} arrived {} after the first; waited {}", p.rank_label(w.ranks[i]),
+                                    duration(w.arrival_ns[i]), duration(w.wait_ns[i])),
+                        is_last});
   }
-  const JitterReport& j = p.analyses.jitter;
-  if (j.available) {
-    std::vector<const RankJitter*> late;
-    for (const RankJitter& r : j.ranks) late.push_back(&r);
-    std::stable_sort(late.begin(), late.end(),
-                     [](auto* a, auto* b) { return a->median_arrival_excess_ns > b->median_arrival_excess_ns; });
-    std::vector<Bar> bars;
-    for (size_t k = 0; k < late.size() && k < p.options.top; ++k)
-      bars.push_back({p.rank_label(late[k]->rank), std::max(0.0, late[k]->median_arrival_excess_ns),
-                      fmt::format("{}: arrives {} after the median rank at the step's first collective (median over "
-                                  "steps), last in {:.0f} % of steps",
-                                  p.rank_label(late[k]->rank), duration(late[k]->median_arrival_excess_ns),
-                                  100 * late[k]->last_arrival_share),
-                      comm_stragglers.count(late[k]->rank) > 0});
-    out += "<h3>Lateness at each step's first collective (median over steps, vs the median rank)</h3>" +
-           bar_chart("nccl-step-arrival-chart", bars, ms_value);
-  }
+  return fmt::format("<h3>Arrival skew in the collective with the most waiting: <span class=\"name\">{}</span> #{} "
+                     "({} waited in all)</h3>",
+                     esc(p.model.strings.at(w.func)), w.seq, duration(w.total_wait_ns)) +
+         bar_chart("nccl-arrival-chart", arrivals, ms_value);
+}
+
+// How late each rank reaches a step's first collective, from the jitter analysis.
+std::string step_lateness_chart(const Page& p, const JitterReport& j, const std::set<int>& comm_stragglers) {
+  std::vector<const RankJitter*> late;
+  for (const RankJitter& r : j.ranks) late.push_back(&r);
+  std::stable_sort(late.begin(), late.end(),
+                   [](auto* a, auto* b) { return a->median_arrival_excess_ns > b->median_arrival_excess_ns; });
+  std::vector<Bar> bars;
+  for (size_t k = 0; k < late.size() && k < p.options.top; ++k)
+    bars.push_back({p.rank_label(late[k]->rank), std::max(0.0, late[k]->median_arrival_excess_ns),
+                    fmt::format("{}: arrives {} after the median rank at the step's first collective (median over "
+                                "steps), last in {:.0f} % of steps",
+                                p.rank_label(late[k]->rank), duration(late[k]->median_arrival_excess_ns),
+                                100 * late[k]->last_arrival_share),
+                    comm_stragglers.count(late[k]->rank) > 0});
+  return "<h3>Lateness at each step's first collective (median over steps, vs the median rank)</h3>" +
+         bar_chart("nccl-step-arrival-chart", bars, ms_value);
+}
+
+std::string nccl_section(const Page& p) {
+  const CommReport& c = p.analyses.comm;
+  std::string out = "<section id=\"nccl\"><h2>NCCL: arrival skew and blame</h2>";
+  if (c.matched == 0)
+    return out + note(fmt::format("No NCCL collective matched across ranks ({} operations read).", c.ops)) + "</section>";
+  out += fmt::format("<p>{} collectives matched across ranks. <b>Blame</b>: the time the others waited for a rank "
+                     "(it arrived last); <b>last</b>: the share of its collectives it arrived last in.</p>",
+                     c.matched);
+  std::set<int> comm_stragglers;
+  for (const Straggler& s : c.stragglers) comm_stragglers.insert(s.rank);
+  out += blame_charts(p, c, comm_stragglers);
+  if (!c.worst.empty()) out += worst_collective_chart(p, c.worst.front());
+  if (p.analyses.jitter.available) out += step_lateness_chart(p, p.analyses.jitter, comm_stragglers);
   return out + "</section>";
 }
 
-std::string hta_section(const Page& p) {
-  const BreakdownReport& b = p.analyses.breakdown;
-  std::string out = "<section id=\"hta\"><h2>GPU time breakdown (HTA)</h2>";
-  if (!b.available) return out + note("Not available: " + esc(b.why_not)) + "</section>";
+auto idle_share(const Temporal& t) { return t.span_ns > 0 ? t.idle_ns / t.span_ns : 0; }
+
+StackRow temporal_row(std::string label, const Temporal& t) {
+  return StackRow{std::move(label), {t.compute_ns, t.comm_ns, t.memory_ns, t.idle_ns}, {}};
+}
+
+StackRow idle_row(std::string label, const IdleSplit& i) {
+  return StackRow{std::move(label), {i.host_wait_ns, i.kernel_wait_ns, i.other_ns}, {}};
+}
+
+template <typename T>
+std::vector<const T*> most_idle_first(const std::vector<T>& items) {
+  std::vector<const T*> sorted;
+  for (const T& x : items) sorted.push_back(&x);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](auto* x, auto* y) { return idle_share(x->temporal) > idle_share(y->temporal); });
+  return sorted;
+}
+
+// Temporal and idle breakdowns: all ranks, then the most idle hosts and ranks.
+std::string temporal_charts(const Page& p, const BreakdownReport& b) {
   const std::vector<Series> temporal{{"compute", "#4c78a8"}, {"communication", "#f58518"}, {"memory", "#54a24b"},
                                      {"idle", "#bab0ac"}};
   const std::vector<Series> idle{{"host wait", "#e45756"}, {"kernel wait", "#eeca3b"}, {"other", "#9d755d"}};
@@ -378,21 +404,8 @@ std::string hta_section(const Page& p) {
     all_t += r.temporal;
     all_i += r.idle;
   }
-  auto temporal_row = [](std::string label, const Temporal& t) {
-    return StackRow{std::move(label), {t.compute_ns, t.comm_ns, t.memory_ns, t.idle_ns}, {}};
-  };
-  auto idle_row = [](std::string label, const IdleSplit& i) {
-    return StackRow{std::move(label), {i.host_wait_ns, i.kernel_wait_ns, i.other_ns}, {}};
-  };
-  auto idle_share = [](const Temporal& t) { return t.span_ns > 0 ? t.idle_ns / t.span_ns : 0; };
-  std::vector<const RankBreakdown*> ranks;
-  for (const RankBreakdown& r : b.ranks) ranks.push_back(&r);
-  std::stable_sort(ranks.begin(), ranks.end(),
-                   [&](auto* x, auto* y) { return idle_share(x->temporal) > idle_share(y->temporal); });
-  std::vector<const HostBreakdown*> hosts;
-  for (const HostBreakdown& h : b.hosts) hosts.push_back(&h);
-  std::stable_sort(hosts.begin(), hosts.end(),
-                   [&](auto* x, auto* y) { return idle_share(x->temporal) > idle_share(y->temporal); });
+  const std::vector<const RankBreakdown*> ranks = most_idle_first(b.ranks);
+  const std::vector<const HostBreakdown*> hosts = most_idle_first(b.hosts);
   std::vector<StackRow> t_rows{temporal_row("all ranks", all_t)}, i_rows{idle_row("all ranks", all_i)};
   for (size_t k = 0; k < hosts.size() && k < p.options.top / 2 && hosts.size() > 1; ++k) {
     t_rows.push_back(temporal_row("host " + hosts[k]->host, hosts[k]->temporal));
@@ -402,11 +415,16 @@ std::string hta_section(const Page& p) {
     t_rows.push_back(temporal_row(p.rank_label(ranks[k]->rank), ranks[k]->temporal));
     i_rows.push_back(idle_row(p.rank_label(ranks[k]->rank), ranks[k]->idle));
   }
-  out += "<h3>Temporal breakdown (share of profiled time; most idle ranks first)</h3>" +
-         stacked_share_chart("hta-temporal-chart", temporal, t_rows);
+  std::string out = "<h3>Temporal breakdown (share of profiled time; most idle ranks first)</h3>" +
+                    stacked_share_chart("hta-temporal-chart", temporal, t_rows);
   out += "<h3>Idle time breakdown (share of idle time)</h3>" + stacked_share_chart("hta-idle-chart", idle, i_rows);
   if (ranks.size() > p.options.top)
     out += note(fmt::format("The {} most idle of {} ranks; \"all ranks\" sums every rank.", p.options.top, ranks.size()));
+  return out;
+}
+
+// Kernel types over all kernels, then per NVTX section, the sections with most GPU time first.
+std::string kernel_type_chart(const Page& p, const BreakdownReport& b) {
   const std::vector<Series> types{{"compute (COMP)", "#4c78a8"}, {"communication (COMM)", "#f58518"},
                                   {"memory (MEM)", "#54a24b"}};
   TypeTotals all_types;
@@ -419,16 +437,26 @@ std::string hta_section(const Page& p) {
   for (size_t k = 0; k < by_section.size() && k < p.options.top; ++k)
     type_rows.push_back({by_section[k].first, {by_section[k].second.comp_ns, by_section[k].second.comm_ns,
                                                by_section[k].second.mem_ns}, {}});
-  out += "<h3>Kernel types (GPU time; all kernels, then by NVTX section)</h3>" +
+  return "<h3>Kernel types (GPU time; all kernels, then by NVTX section)</h3>" +
          stacked_share_chart("hta-types-chart", types, type_rows);
+}
+
+std::string top_kernels_chart(const BreakdownReport& b) {
   std::vector<Bar> top;
   for (const TopKernel& k : b.top)
     top.push_back({demangle(k.name), k.total_ns,
                    fmt::format("{} [{}]: {} over {} launches, {:.0f} % of its type; ranks {}..{}", demangle(k.name),
                                k.type, duration(k.total_ns), k.count, 100 * k.share_of_type, k.min_rank, k.max_rank),
                    false});
-  if (!top.empty()) out += "<h3>Top kernels (total GPU time, all ranks)</h3>" + bar_chart("hta-top-kernels-chart", top, ms_value);
-  return out + "</section>";
+  if (top.empty()) return "";
+  return "<h3>Top kernels (total GPU time, all ranks)</h3>" + bar_chart("hta-top-kernels-chart", top, ms_value);
+}
+
+std::string hta_section(const Page& p) {
+  const BreakdownReport& b = p.analyses.breakdown;
+  std::string out = "<section id=\"hta\"><h2>GPU time breakdown (HTA)</h2>";
+  if (!b.available) return out + note("Not available: " + esc(b.why_not)) + "</section>";
+  return out + temporal_charts(p, b) + kernel_type_chart(p, b) + top_kernels_chart(b) + "</section>";
 }
 
 }  // namespace laggard::report::html
