@@ -177,6 +177,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     dest = &file;
   }
   if (o.format == "json") {
+    stage("JSON build");
     // The three big parts on their own threads (each only reads the model and the analyses);
     // joined in the same order, so the report does not depend on it.
     auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, analyses); });
@@ -187,6 +188,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     j["comm"] = comm_json.get();
     j["hang_reports"] = report::mention_hangs_json(model.dir);
     j["gpu_health"] = report::render_health_json(health);
+    stage("JSON dump");
     *dest << j.dump(2) << '\n';
   } else {
     if (!cut_text.empty())
