@@ -144,14 +144,14 @@ const std::string& section_name(const RunModel& m, uint32_t section) {
 // per-rank totals are kept in.
 class Slots {
  public:
-  Slots(size_t names, size_t nranks) : by_name_(names + 1), nranks_(nranks) {}
+  explicit Slots(size_t names) : by_name_(names + 1) {}
 
   uint32_t slot_of(uint32_t name, int occurrence) {
     std::vector<uint32_t>& ids = by_name_[std::min<size_t>(name, by_name_.size() - 1)];
     while (ids.size() <= size_t(occurrence)) {
       ids.push_back(static_cast<uint32_t>(keys.size()));
       keys.push_back({name, static_cast<int>(ids.size()) - 1});
-      acc.emplace_back(nranks_);
+      acc.emplace_back();
     }
     return ids[occurrence];
   }
@@ -168,10 +168,7 @@ class Slots {
     uint32_t name;
     int occurrence;
   };
-  struct Acc {  // per rank, summed over steps
-    explicit Acc(size_t nranks) : dur_sum(nranks, 0), gap_sum(nranks, 0), pos_sum(nranks, 0), n(nranks, 0) {}
-    std::vector<double> dur_sum, gap_sum, pos_sum;
-    std::vector<int> n;
+  struct Acc {  // what the slot is (its per-rank sums are in RankAcc::slot_sums)
     bool nccl = false;
     uint32_t section = StringTable::kNone;
   };
@@ -180,12 +177,18 @@ class Slots {
 
  private:
   std::vector<std::vector<uint32_t>> by_name_;
-  size_t nranks_;
 };
 
-// Per rank over the steps, for RankJitter.
+// One rank's kernels at one slot, summed over the steps.
+struct SlotSums {
+  double dur = 0, gap = 0, pos = 0;
+  int n = 0;
+};
+
+// Per rank over the steps, for RankJitter and the slot summaries.
 struct RankAcc {
   std::vector<double> end_div, dur_excess, gap_excess, step_ns, arrival_excess;
+  std::vector<SlotSums> slot_sums;  // by slot id; one rank's cells together: fill_cell walks them in launch order
   int worst = 0, last = 0, with_collective = 0;
 };
 
@@ -345,6 +348,7 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     ++acc.with_collective;
     acc.last += cell.last_arrival;
   }
+  if (acc.slot_sums.size() < run.slots.size()) acc.slot_sums.resize(run.slots.size());
   double de = 0, ge = 0;
   SectionSums duration_by_section, gap_by_section;
   for (const Obs& o : run.obs[r]) {
@@ -357,11 +361,11 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     if (!o.nccl) gap_by_section.add(o.section, gap_excess);
     if (o.kind != GpuKind::kernel) cell.memory_excess_ns += excess;
     else if (!o.nccl) duration_by_section.add(o.section, excess);
-    Slots::Acc& s = run.slots.acc[o.slot];  // only rank r's entries: ranks fill their cells at once
-    s.dur_sum[r] += o.dur;
-    s.gap_sum[r] += o.gap;
-    s.pos_sum[r] += o.pos;
-    ++s.n[r];
+    SlotSums& s = acc.slot_sums[o.slot];  // rank r's own: ranks fill their cells at once
+    s.dur += o.dur;
+    s.gap += o.gap;
+    s.pos += o.pos;
+    ++s.n;
   }
   duration_by_section.into(run.model, cell.duration_excess_by_section);
   gap_by_section.into(run.model, cell.gap_excess_by_section);
@@ -478,12 +482,14 @@ std::vector<KernelSlotStats> slot_summaries(const JitterRun& run) {
     ks.nccl = s.nccl;
     std::vector<double> durs, gaps, poss;
     for (size_t r = 0; r < run.nranks; ++r) {
-      if (!s.n[r]) continue;
-      const double d = s.dur_sum[r] / s.n[r], g = s.gap_sum[r] / s.n[r];
+      const std::vector<SlotSums>& sums = run.racc[r].slot_sums;
+      if (id >= sums.size() || !sums[id].n) continue;
+      const SlotSums& x = sums[id];
+      const double d = x.dur / x.n, g = x.gap / x.n;
       const int rank = run.model.ranks[r].rank;
       durs.push_back(d);
       gaps.push_back(g);
-      poss.push_back(s.pos_sum[r] / s.n[r]);
+      poss.push_back(x.pos / x.n);
       if (ks.min_rank < 0 || d < ks.min_duration_ns) { ks.min_rank = rank; ks.min_duration_ns = d; }
       if (ks.max_rank < 0 || d > ks.max_duration_ns) { ks.max_rank = rank; ks.max_duration_ns = d; }
       if (ks.max_gap_rank < 0 || g > ks.max_gap_ns) { ks.max_gap_rank = rank; ks.max_gap_ns = g; }
@@ -512,7 +518,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const s
     rep.why_not = "no steps were found: " + steps.source;
     return rep;
   }
-  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size(), nranks), {}, {}, {}};
+  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size()), {}, {}, {}};
   run.ranks.resize(nranks);
   parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(timelines[r], steps, r, nsteps); });
   if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {
