@@ -89,6 +89,7 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     if (name.empty()) bar.clear();
     else bar.update("analysing: " + name, -1);
   };
+  analysing.analyses.on_stage = analysing.on_stage;
   try {  // the last line of defence: a message and exit code 2, never an abort
     return report_model(model, analysing, out, err);
   } catch (const std::exception& e) {
@@ -149,9 +150,10 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   stage("NCCL collectives");
   report::CommReport comm = report::analyze_collectives(model, scores);
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
-  stage("steps, jitter, breakdown, verdict");
+  stage("steps");
   report::Analyses analyses =
       report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
+  stage("GPU health");
   report::HealthReport health = report::analyze_gpu_health(model);
   report::link_gpu_health(analyses.verdict, health);
   stage("");  // the output starts on a clean line
@@ -177,7 +179,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     dest = &file;
   }
   if (o.format == "json") {
-    stage("JSON build");
+    stage("JSON report: parts");
     // The three big parts on their own threads (each only reads the model and the analyses);
     // joined in the same order, so the report does not depend on it.
     auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, analyses); });
@@ -188,7 +190,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     j["comm"] = comm_json.get();
     j["hang_reports"] = report::mention_hangs_json(model.dir);
     j["gpu_health"] = report::render_health_json(health);
-    stage("JSON dump");
+    stage("JSON report: text");
     *dest << j.dump(2) << '\n';
   } else {
     if (!cut_text.empty())
