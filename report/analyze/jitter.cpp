@@ -155,6 +155,12 @@ class Slots {
     }
     return ids[occurrence];
   }
+  static constexpr uint32_t kUnassigned = 0xffffffffu;
+  // The slot, or kUnassigned when (name, occurrence) has none yet: read-only, so any thread.
+  uint32_t find(uint32_t name, int occurrence) const {
+    const std::vector<uint32_t>& ids = by_name_[std::min<size_t>(name, by_name_.size() - 1)];
+    return size_t(occurrence) < ids.size() ? ids[occurrence] : kUnassigned;
+  }
   size_t size() const { return keys.size(); }
   // Slot ids ordered by (name, occurrence): the order of the analysis' reports.
   std::vector<uint32_t> by_key(std::vector<uint32_t> ids) const {
@@ -198,45 +204,90 @@ struct StepGroups {
   std::vector<uint32_t> order;  // the same by median launch position
   std::vector<double> med_dur, med_gap, med_ttke, med_pos;  // indexed by slot id (this step's slots valid)
   // Scratch, kept between steps so that a step allocates nothing.
-  std::vector<uint32_t> count;
   std::vector<double> dur, gap, ttke, pos;
+  std::vector<uint32_t> start;  // per slot: where its values begin in dur, gap, ttke, pos
+  struct Chunk {                // a run of present ranks, grouped on one core
+    size_t first, last;         // positions in `present`
+    std::vector<uint32_t> count, at;  // per slot: its kernels in the chunk, where the chunk writes them
+    std::vector<const Obs*> last_seen;  // per slot: the chunk's last kernel there
+  };
+  std::vector<Chunk> chunks;
 };
+
+// Ranks split into one run per core: each is counted and scattered on its own; the runs' places
+// in the slot arrays follow rank order, as one thread would have put them.
+void split_into_chunks(size_t present, size_t nslots, StepGroups& g) {
+  const size_t n = std::max<size_t>(1, std::min<size_t>(analysis_threads(), present));
+  g.chunks.resize(n);
+  for (size_t c = 0; c < n; ++c) {
+    StepGroups::Chunk& ch = g.chunks[c];
+    ch.first = present * c / n;
+    ch.last = present * (c + 1) / n;
+    ch.count.assign(nslots, 0);
+    ch.last_seen.assign(nslots, nullptr);
+  }
+}
+
+// Where each slot's values go (slots in id order), and each chunk's share of them.
+size_t place_slots(size_t nslots, StepGroups& g) {
+  g.slots.clear();
+  g.start.assign(nslots, 0);
+  uint32_t at = 0;
+  for (uint32_t s = 0; s < nslots; ++s) {
+    g.start[s] = at;
+    for (const StepGroups::Chunk& ch : g.chunks) at += ch.count[s];
+    if (at > g.start[s]) g.slots.push_back(s);
+  }
+  for (size_t c = 0; c < g.chunks.size(); ++c) {
+    g.chunks[c].at.resize(nslots);
+    for (uint32_t s = 0; s < nslots; ++s)
+      g.chunks[c].at[s] = c == 0 ? g.start[s] : g.chunks[c - 1].at[s] + g.chunks[c - 1].count[s];
+  }
+  return at;
+}
+
+// The last rank (in rank order) that ran a slot in this step says what the slot is.
+void note_slot_kinds(Slots& slots, const StepGroups& g) {
+  for (uint32_t s : g.slots)
+    for (auto ch = g.chunks.rbegin(); ch != g.chunks.rend(); ++ch)
+      if (const Obs* o = ch->last_seen[s]) {
+        slots.acc[s].nccl = o->nccl;
+        slots.acc[s].section = o->section;
+        break;
+      }
+}
 
 void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size_t>& present, size_t nslots,
                 Slots& slots, StepGroups& g) {
-  g.count.assign(nslots, 0);
   for (auto* m : {&g.med_dur, &g.med_gap, &g.med_ttke, &g.med_pos})
     if (m->size() < nslots) m->resize(nslots, 0);
-  g.slots.clear();
-  size_t total = 0;
-  for (size_t r : present)
-    for (const Obs& o : obs[r]) {
-      if (!g.count[o.slot]++) g.slots.push_back(o.slot);
-      ++total;
-      Slots::Acc& s = slots.acc[o.slot];  // the last rank of the last step that ran it says
-      s.nccl = o.nccl;
-      s.section = o.section;
-    }
-  std::vector<uint32_t> start(nslots, 0);  // counting sort by slot, slots in first-seen order
-  uint32_t at = 0;
-  for (uint32_t s : g.slots) {
-    start[s] = at;
-    at += g.count[s];
-  }
+  split_into_chunks(present.size(), nslots, g);
+  parallel_for(g.chunks.size(), [&](size_t c) {
+    StepGroups::Chunk& ch = g.chunks[c];
+    for (size_t i = ch.first; i < ch.last; ++i)
+      for (const Obs& o : obs[present[i]]) {
+        ++ch.count[o.slot];
+        ch.last_seen[o.slot] = &o;
+      }
+  });
+  const size_t total = place_slots(nslots, g);
+  note_slot_kinds(slots, g);
   for (auto* v : {&g.dur, &g.gap, &g.ttke, &g.pos}) v->resize(total);
-  std::vector<uint32_t> fill = start;
-  for (size_t r : present)
-    for (const Obs& o : obs[r]) {
-      const uint32_t i = fill[o.slot]++;
-      g.dur[i] = o.dur;
-      g.gap[i] = o.gap;
-      g.ttke[i] = o.ttke;
-      g.pos[i] = o.pos;
-    }
+  parallel_for(g.chunks.size(), [&](size_t c) {
+    StepGroups::Chunk& ch = g.chunks[c];
+    for (size_t i = ch.first; i < ch.last; ++i)
+      for (const Obs& o : obs[present[i]]) {
+        const uint32_t at = ch.at[o.slot]++;
+        g.dur[at] = o.dur;
+        g.gap[at] = o.gap;
+        g.ttke[at] = o.ttke;
+        g.pos[at] = o.pos;
+      }
+  });
   // Each slot's medians on its own part of the arrays: independent, on every core.
   parallel_for(g.slots.size(), [&](size_t i) {
     const uint32_t s = g.slots[i];
-    const uint32_t lo = start[s], hi = start[s] + g.count[s];
+    const uint32_t lo = g.start[s], hi = s + 1 < nslots ? g.start[s + 1] : uint32_t(total);
     g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
     g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
     g.med_ttke[s] = median_in_place(g.ttke.data() + lo, g.ttke.data() + hi);
@@ -281,9 +332,12 @@ void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
     thread_local std::vector<int> seen;  // all zero between calls (observe resets what it used)
     if (seen.size() != run.model.strings.size() + 1) seen.assign(run.model.strings.size() + 1, 0);
     observe(run.ranks[present[i]], run.ranks[present[i]].steps[k], seen, run.obs[present[i]]);
+    for (Obs& o : run.obs[present[i]]) o.slot = run.slots.find(o.name, o.occurrence);
   });
+  // Kernel positions not seen before get slots here, in rank order: ids do not depend on threads.
   for (size_t r : present)
-    for (Obs& o : run.obs[r]) o.slot = run.slots.slot_of(o.name, o.occurrence);
+    for (Obs& o : run.obs[r])
+      if (o.slot == Slots::kUnassigned) o.slot = run.slots.slot_of(o.name, o.occurrence);
 }
 
 // Arrival at the step's first collective, compared across the ranks that have one.
