@@ -14,6 +14,7 @@
 #include "render_html.h"
 #include "render_trace.h"
 #include "health_analysis.h"
+#include "json_text.h"
 #include "progress.h"
 #include "stacks.h"
 #include "text_escape.h"
@@ -186,12 +187,14 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     auto comm_json = std::async(std::launch::async, [&] { return report::render_comm_json(model, analyses.comm); });
     nlohmann::json j = report::render_json(model, scores);
     if (!cut_text.empty()) j["cut"] = cut_text;
-    j.update(analyses_json.get());
+    nlohmann::json parts = analyses_json.get();
+    for (auto it = parts.begin(); it != parts.end(); ++it) j[it.key()] = std::move(it.value());  // moved, not copied
     j["comm"] = comm_json.get();
     j["hang_reports"] = report::mention_hangs_json(model.dir);
     j["gpu_health"] = report::render_health_json(health);
     stage("JSON report: text");
-    *dest << j.dump(2) << '\n';
+    report::write_json_indented(j, *dest);
+    *dest << '\n';
   } else {
     if (!cut_text.empty())
       *dest << "laggard report: cut to " << report::escape_text(cut_text) << "; every part below covers only that\n";
