@@ -7,13 +7,24 @@ Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const An
   Analyses a;
   a.gpu = std::move(gpu);
   a.comm = std::move(comm);
+  auto stage = [&opt](const char* name) {
+    if (opt.on_stage) opt.on_stage(name);
+  };
   a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
   {
+    stage("GPU timelines");
     const std::vector<GpuTimeline> timelines = index_gpu_all(model);  // built once for both
+    stage("jitter");
     a.jitter = analyze_jitter(model, a.steps, timelines, opt.jitter);
+    stage("breakdown");
     a.breakdown = analyze_breakdown(model, a.steps, timelines, opt.breakdown);
+    stage("freeing timelines");
   }
-  if (opt.hta_compatible) a.hta = analyze_hta(model, opt.hta);
+  if (opt.hta_compatible) {
+    stage("HTA numbers");
+    a.hta = analyze_hta(model, opt.hta);
+  }
+  stage("verdict");
   a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm);
   return a;
 }

@@ -2,6 +2,7 @@
 // so the text and JSON renderers show the same thing.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,8 @@ struct AnalysisOptions {
   VerdictOptions verdict;
   bool hta_compatible = false;  // also compute HTA's own numbers (--hta-compatible)
   HtaOptions hta;
+  // Called with each analysis' name as it starts (LAGGARD_STAGE_TIMES, the progress bar); may be empty.
+  std::function<void(const std::string&)> on_stage;
 };
 
 struct Analyses {

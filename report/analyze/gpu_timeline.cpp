@@ -38,34 +38,54 @@ void sort_by_launch(std::vector<const GpuSpan*>& v) {
   if (!std::is_sorted(v.begin(), v.end(), before)) std::sort(v.begin(), v.end(), before);  // files are mostly in order
 }
 
-// Sort-based grouping by stream: one flat key array instead of a map of vectors.
+// Grouping by stream without a comparison sort of every record: a stream runs its work in
+// launch order (CUDA's stream semantics), so a counting pass by (device, stream) in launch order
+// leaves each group sorted by GPU start already; a group is sorted only when its start times say
+// otherwise (clock corrections, imported traces). A rank has a handful of streams.
+struct StreamKey {
+  int32_t device;
+  uint32_t stream;
+  auto operator<=>(const StreamKey&) const = default;
+};
+
+// Each record's group, and the groups in (device, stream) order.
+std::vector<uint32_t> stream_groups(const GpuTimeline& g, std::vector<StreamKey>& keys) {
+  std::vector<uint32_t> group(g.by_launch.size());
+  for (size_t i = 0; i < group.size(); ++i) {
+    const StreamKey k{g.by_launch[i]->device, g.by_launch[i]->stream};
+    auto it = std::find(keys.begin(), keys.end(), k);  // a handful: linear is fastest
+    group[i] = static_cast<uint32_t>(it - keys.begin());
+    if (it == keys.end()) keys.push_back(k);
+  }
+  std::vector<uint32_t> order(keys.size()), rank_of(keys.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  for (uint32_t i = 0; i < order.size(); ++i) rank_of[order[i]] = i;
+  for (uint32_t& x : group) x = rank_of[x];
+  std::sort(keys.begin(), keys.end());
+  return group;
+}
+
 void index_streams(GpuTimeline& g) {
-  struct Key {
-    int32_t device;
-    uint32_t stream;
-    int64_t start;
-    uint32_t pos;  // in by_launch: equal starts keep launch order
+  std::vector<StreamKey> keys;
+  const std::vector<uint32_t> group = stream_groups(g, keys);
+  std::vector<uint32_t> start(keys.size() + 1, 0);
+  for (uint32_t x : group) ++start[x + 1];
+  for (size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+  g.by_stream.resize(group.size());
+  std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+  for (uint32_t i = 0; i < group.size(); ++i) g.by_stream[fill[group[i]]++] = i;  // launch order within a group
+  auto by_start = [&](uint32_t a, uint32_t b) {
+    const int64_t sa = g.by_launch[a]->start_ns, sb = g.by_launch[b]->start_ns;
+    return sa != sb ? sa < sb : a < b;  // equal starts keep launch order
   };
-  std::vector<Key> keys(g.by_launch.size());
-  for (uint32_t i = 0; i < keys.size(); ++i) {
-    const GpuSpan& a = *g.by_launch[i];
-    keys[i] = {a.device, a.stream, a.start_ns, i};
+  g.previous.assign(group.size(), GpuTimeline::kNoPrevious);
+  g.stream_starts.assign(start.begin(), start.end());
+  for (size_t k = 0; k + 1 < start.size(); ++k) {
+    auto first = g.by_stream.begin() + start[k], last = g.by_stream.begin() + start[k + 1];
+    if (!std::is_sorted(first, last, by_start)) std::sort(first, last, by_start);
+    for (auto it = first + (first != last); it < last; ++it) g.previous[*it] = *(it - 1);
   }
-  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    if (a.device != b.device) return a.device < b.device;
-    if (a.stream != b.stream) return a.stream < b.stream;
-    return a.start != b.start ? a.start < b.start : a.pos < b.pos;
-  });
-  g.by_stream.resize(keys.size());
-  g.previous.assign(keys.size(), GpuTimeline::kNoPrevious);
-  for (uint32_t i = 0; i < keys.size(); ++i) {
-    g.by_stream[i] = keys[i].pos;
-    if (i == 0 || keys[i].device != keys[i - 1].device || keys[i].stream != keys[i - 1].stream)
-      g.stream_starts.push_back(i);
-    else
-      g.previous[keys[i].pos] = keys[i - 1].pos;
-  }
-  g.stream_starts.push_back(static_cast<uint32_t>(keys.size()));
 }
 
 }  // namespace

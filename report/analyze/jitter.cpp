@@ -144,16 +144,22 @@ const std::string& section_name(const RunModel& m, uint32_t section) {
 // per-rank totals are kept in.
 class Slots {
  public:
-  Slots(size_t names, size_t nranks) : by_name_(names + 1), nranks_(nranks) {}
+  explicit Slots(size_t names) : by_name_(names + 1) {}
 
   uint32_t slot_of(uint32_t name, int occurrence) {
     std::vector<uint32_t>& ids = by_name_[std::min<size_t>(name, by_name_.size() - 1)];
     while (ids.size() <= size_t(occurrence)) {
       ids.push_back(static_cast<uint32_t>(keys.size()));
       keys.push_back({name, static_cast<int>(ids.size()) - 1});
-      acc.emplace_back(nranks_);
+      acc.emplace_back();
     }
     return ids[occurrence];
+  }
+  static constexpr uint32_t kUnassigned = 0xffffffffu;
+  // The slot, or kUnassigned when (name, occurrence) has none yet: read-only, so any thread.
+  uint32_t find(uint32_t name, int occurrence) const {
+    const std::vector<uint32_t>& ids = by_name_[std::min<size_t>(name, by_name_.size() - 1)];
+    return size_t(occurrence) < ids.size() ? ids[occurrence] : kUnassigned;
   }
   size_t size() const { return keys.size(); }
   // Slot ids ordered by (name, occurrence): the order of the analysis' reports.
@@ -168,10 +174,7 @@ class Slots {
     uint32_t name;
     int occurrence;
   };
-  struct Acc {  // per rank, summed over steps
-    explicit Acc(size_t nranks) : dur_sum(nranks, 0), gap_sum(nranks, 0), pos_sum(nranks, 0), n(nranks, 0) {}
-    std::vector<double> dur_sum, gap_sum, pos_sum;
-    std::vector<int> n;
+  struct Acc {  // what the slot is (its per-rank sums are in RankAcc::slot_sums)
     bool nccl = false;
     uint32_t section = StringTable::kNone;
   };
@@ -180,12 +183,18 @@ class Slots {
 
  private:
   std::vector<std::vector<uint32_t>> by_name_;
-  size_t nranks_;
 };
 
-// Per rank over the steps, for RankJitter.
+// One rank's kernels at one slot, summed over the steps.
+struct SlotSums {
+  double dur = 0, gap = 0, pos = 0;
+  int n = 0;
+};
+
+// Per rank over the steps, for RankJitter and the slot summaries.
 struct RankAcc {
   std::vector<double> end_div, dur_excess, gap_excess, step_ns, arrival_excess;
+  std::vector<SlotSums> slot_sums;  // by slot id; one rank's cells together: fill_cell walks them in launch order
   int worst = 0, last = 0, with_collective = 0;
 };
 
@@ -195,45 +204,90 @@ struct StepGroups {
   std::vector<uint32_t> order;  // the same by median launch position
   std::vector<double> med_dur, med_gap, med_ttke, med_pos;  // indexed by slot id (this step's slots valid)
   // Scratch, kept between steps so that a step allocates nothing.
-  std::vector<uint32_t> count;
   std::vector<double> dur, gap, ttke, pos;
+  std::vector<uint32_t> start;  // per slot: where its values begin in dur, gap, ttke, pos
+  struct Chunk {                // a run of present ranks, grouped on one core
+    size_t first, last;         // positions in `present`
+    std::vector<uint32_t> count, at;  // per slot: its kernels in the chunk, where the chunk writes them
+    std::vector<const Obs*> last_seen;  // per slot: the chunk's last kernel there
+  };
+  std::vector<Chunk> chunks;
 };
+
+// Ranks split into one run per core: each is counted and scattered on its own; the runs' places
+// in the slot arrays follow rank order, as one thread would have put them.
+void split_into_chunks(size_t present, size_t nslots, StepGroups& g) {
+  const size_t n = std::max<size_t>(1, std::min<size_t>(analysis_threads(), present));
+  g.chunks.resize(n);
+  for (size_t c = 0; c < n; ++c) {
+    StepGroups::Chunk& ch = g.chunks[c];
+    ch.first = present * c / n;
+    ch.last = present * (c + 1) / n;
+    ch.count.assign(nslots, 0);
+    ch.last_seen.assign(nslots, nullptr);
+  }
+}
+
+// Where each slot's values go (slots in id order), and each chunk's share of them.
+size_t place_slots(size_t nslots, StepGroups& g) {
+  g.slots.clear();
+  g.start.assign(nslots, 0);
+  uint32_t at = 0;
+  for (uint32_t s = 0; s < nslots; ++s) {
+    g.start[s] = at;
+    for (const StepGroups::Chunk& ch : g.chunks) at += ch.count[s];
+    if (at > g.start[s]) g.slots.push_back(s);
+  }
+  for (size_t c = 0; c < g.chunks.size(); ++c) {
+    g.chunks[c].at.resize(nslots);
+    for (uint32_t s = 0; s < nslots; ++s)
+      g.chunks[c].at[s] = c == 0 ? g.start[s] : g.chunks[c - 1].at[s] + g.chunks[c - 1].count[s];
+  }
+  return at;
+}
+
+// The last rank (in rank order) that ran a slot in this step says what the slot is.
+void note_slot_kinds(Slots& slots, const StepGroups& g) {
+  for (uint32_t s : g.slots)
+    for (auto ch = g.chunks.rbegin(); ch != g.chunks.rend(); ++ch)
+      if (const Obs* o = ch->last_seen[s]) {
+        slots.acc[s].nccl = o->nccl;
+        slots.acc[s].section = o->section;
+        break;
+      }
+}
 
 void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size_t>& present, size_t nslots,
                 Slots& slots, StepGroups& g) {
-  g.count.assign(nslots, 0);
   for (auto* m : {&g.med_dur, &g.med_gap, &g.med_ttke, &g.med_pos})
     if (m->size() < nslots) m->resize(nslots, 0);
-  g.slots.clear();
-  size_t total = 0;
-  for (size_t r : present)
-    for (const Obs& o : obs[r]) {
-      if (!g.count[o.slot]++) g.slots.push_back(o.slot);
-      ++total;
-      Slots::Acc& s = slots.acc[o.slot];  // the last rank of the last step that ran it says
-      s.nccl = o.nccl;
-      s.section = o.section;
-    }
-  std::vector<uint32_t> start(nslots, 0);  // counting sort by slot, slots in first-seen order
-  uint32_t at = 0;
-  for (uint32_t s : g.slots) {
-    start[s] = at;
-    at += g.count[s];
-  }
+  split_into_chunks(present.size(), nslots, g);
+  parallel_for(g.chunks.size(), [&](size_t c) {
+    StepGroups::Chunk& ch = g.chunks[c];
+    for (size_t i = ch.first; i < ch.last; ++i)
+      for (const Obs& o : obs[present[i]]) {
+        ++ch.count[o.slot];
+        ch.last_seen[o.slot] = &o;
+      }
+  });
+  const size_t total = place_slots(nslots, g);
+  note_slot_kinds(slots, g);
   for (auto* v : {&g.dur, &g.gap, &g.ttke, &g.pos}) v->resize(total);
-  std::vector<uint32_t> fill = start;
-  for (size_t r : present)
-    for (const Obs& o : obs[r]) {
-      const uint32_t i = fill[o.slot]++;
-      g.dur[i] = o.dur;
-      g.gap[i] = o.gap;
-      g.ttke[i] = o.ttke;
-      g.pos[i] = o.pos;
-    }
+  parallel_for(g.chunks.size(), [&](size_t c) {
+    StepGroups::Chunk& ch = g.chunks[c];
+    for (size_t i = ch.first; i < ch.last; ++i)
+      for (const Obs& o : obs[present[i]]) {
+        const uint32_t at = ch.at[o.slot]++;
+        g.dur[at] = o.dur;
+        g.gap[at] = o.gap;
+        g.ttke[at] = o.ttke;
+        g.pos[at] = o.pos;
+      }
+  });
   // Each slot's medians on its own part of the arrays: independent, on every core.
   parallel_for(g.slots.size(), [&](size_t i) {
     const uint32_t s = g.slots[i];
-    const uint32_t lo = start[s], hi = start[s] + g.count[s];
+    const uint32_t lo = g.start[s], hi = s + 1 < nslots ? g.start[s + 1] : uint32_t(total);
     g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
     g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
     g.med_ttke[s] = median_in_place(g.ttke.data() + lo, g.ttke.data() + hi);
@@ -278,9 +332,12 @@ void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
     thread_local std::vector<int> seen;  // all zero between calls (observe resets what it used)
     if (seen.size() != run.model.strings.size() + 1) seen.assign(run.model.strings.size() + 1, 0);
     observe(run.ranks[present[i]], run.ranks[present[i]].steps[k], seen, run.obs[present[i]]);
+    for (Obs& o : run.obs[present[i]]) o.slot = run.slots.find(o.name, o.occurrence);
   });
+  // Kernel positions not seen before get slots here, in rank order: ids do not depend on threads.
   for (size_t r : present)
-    for (Obs& o : run.obs[r]) o.slot = run.slots.slot_of(o.name, o.occurrence);
+    for (Obs& o : run.obs[r])
+      if (o.slot == Slots::kUnassigned) o.slot = run.slots.slot_of(o.name, o.occurrence);
 }
 
 // Arrival at the step's first collective, compared across the ranks that have one.
@@ -345,6 +402,7 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     ++acc.with_collective;
     acc.last += cell.last_arrival;
   }
+  if (acc.slot_sums.size() < run.slots.size()) acc.slot_sums.resize(run.slots.size());
   double de = 0, ge = 0;
   SectionSums duration_by_section, gap_by_section;
   for (const Obs& o : run.obs[r]) {
@@ -357,11 +415,11 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     if (!o.nccl) gap_by_section.add(o.section, gap_excess);
     if (o.kind != GpuKind::kernel) cell.memory_excess_ns += excess;
     else if (!o.nccl) duration_by_section.add(o.section, excess);
-    Slots::Acc& s = run.slots.acc[o.slot];  // only rank r's entries: ranks fill their cells at once
-    s.dur_sum[r] += o.dur;
-    s.gap_sum[r] += o.gap;
-    s.pos_sum[r] += o.pos;
-    ++s.n[r];
+    SlotSums& s = acc.slot_sums[o.slot];  // rank r's own: ranks fill their cells at once
+    s.dur += o.dur;
+    s.gap += o.gap;
+    s.pos += o.pos;
+    ++s.n;
   }
   duration_by_section.into(run.model, cell.duration_excess_by_section);
   gap_by_section.into(run.model, cell.gap_excess_by_section);
@@ -478,12 +536,14 @@ std::vector<KernelSlotStats> slot_summaries(const JitterRun& run) {
     ks.nccl = s.nccl;
     std::vector<double> durs, gaps, poss;
     for (size_t r = 0; r < run.nranks; ++r) {
-      if (!s.n[r]) continue;
-      const double d = s.dur_sum[r] / s.n[r], g = s.gap_sum[r] / s.n[r];
+      const std::vector<SlotSums>& sums = run.racc[r].slot_sums;
+      if (id >= sums.size() || !sums[id].n) continue;
+      const SlotSums& x = sums[id];
+      const double d = x.dur / x.n, g = x.gap / x.n;
       const int rank = run.model.ranks[r].rank;
       durs.push_back(d);
       gaps.push_back(g);
-      poss.push_back(s.pos_sum[r] / s.n[r]);
+      poss.push_back(x.pos / x.n);
       if (ks.min_rank < 0 || d < ks.min_duration_ns) { ks.min_rank = rank; ks.min_duration_ns = d; }
       if (ks.max_rank < 0 || d > ks.max_duration_ns) { ks.max_rank = rank; ks.max_duration_ns = d; }
       if (ks.max_gap_rank < 0 || g > ks.max_gap_ns) { ks.max_gap_rank = rank; ks.max_gap_ns = g; }
@@ -512,7 +572,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const s
     rep.why_not = "no steps were found: " + steps.source;
     return rep;
   }
-  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size(), nranks), {}, {}, {}};
+  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size()), {}, {}, {}};
   run.ranks.resize(nranks);
   parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(timelines[r], steps, r, nsteps); });
   if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {

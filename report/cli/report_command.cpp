@@ -14,6 +14,7 @@
 #include "render_html.h"
 #include "render_trace.h"
 #include "health_analysis.h"
+#include "json_text.h"
 #include "progress.h"
 #include "stacks.h"
 #include "text_escape.h"
@@ -89,6 +90,7 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
     if (name.empty()) bar.clear();
     else bar.update("analysing: " + name, -1);
   };
+  analysing.analyses.on_stage = analysing.on_stage;
   try {  // the last line of defence: a message and exit code 2, never an abort
     return report_model(model, analysing, out, err);
   } catch (const std::exception& e) {
@@ -149,9 +151,10 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   stage("NCCL collectives");
   report::CommReport comm = report::analyze_collectives(model, scores);
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
-  stage("steps, jitter, breakdown, verdict");
+  stage("steps");
   report::Analyses analyses =
       report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
+  stage("GPU health");
   report::HealthReport health = report::analyze_gpu_health(model);
   report::link_gpu_health(analyses.verdict, health);
   stage("");  // the output starts on a clean line
@@ -177,17 +180,21 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     dest = &file;
   }
   if (o.format == "json") {
+    stage("JSON report: parts");
     // The three big parts on their own threads (each only reads the model and the analyses);
     // joined in the same order, so the report does not depend on it.
     auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, analyses); });
     auto comm_json = std::async(std::launch::async, [&] { return report::render_comm_json(model, analyses.comm); });
     nlohmann::json j = report::render_json(model, scores);
     if (!cut_text.empty()) j["cut"] = cut_text;
-    j.update(analyses_json.get());
+    nlohmann::json parts = analyses_json.get();
+    for (auto it = parts.begin(); it != parts.end(); ++it) j[it.key()] = std::move(it.value());  // moved, not copied
     j["comm"] = comm_json.get();
     j["hang_reports"] = report::mention_hangs_json(model.dir);
     j["gpu_health"] = report::render_health_json(health);
-    *dest << j.dump(2) << '\n';
+    stage("JSON report: text");
+    report::write_json_indented(j, *dest);
+    *dest << '\n';
   } else {
     if (!cut_text.empty())
       *dest << "laggard report: cut to " << report::escape_text(cut_text) << "; every part below covers only that\n";

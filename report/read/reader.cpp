@@ -450,8 +450,9 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
   std::vector<ParsedFile> parsed(files.size());
   ProgressCounter progress(opts, files);
   parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
+    DecodeGpuAsSpans binary_records_as_spans(opts.compact_gpu);
     parsed[i] = parse_file(files[i], opts.max_file_bytes);
-    if (opts.compact_gpu && parsed[i].segment) compact_gpu_records(parsed[i].segment->windows);
+    if (opts.compact_gpu && parsed[i].segment) compact_gpu_records(parsed[i].segment->windows);  // JSON records
     progress.file_done(i);
   });
   std::vector<Segment> segments;

@@ -1,8 +1,10 @@
 #include "reader_frames.h"
 
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -23,7 +25,24 @@ uint32_t le32(const char* p) {
   return v;
 }
 
-uint64_t le(const char* p, unsigned width) {
+// Little-endian unsigned of 1, 2, 4 or 8 bytes (the widths BlockReader::column accepts). Read
+// for every field of every record: one load where the machine is little-endian.
+template <typename T>
+uint64_t load_le(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+[[gnu::always_inline]] inline uint64_t le(const char* p, unsigned width) {
+  if constexpr (std::endian::native == std::endian::little) {
+    switch (width) {
+      case 1: return static_cast<unsigned char>(*p);
+      case 2: return load_le<uint16_t>(p);
+      case 4: return load_le<uint32_t>(p);
+      case 8: return load_le<uint64_t>(p);
+    }
+  }
   uint64_t v = 0;
   for (int i = static_cast<int>(width) - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
@@ -113,15 +132,24 @@ class BlockReader {
   size_t at_ = 0;
 };
 
+// DecodeGpuAsSpans: set for the parse running on this thread.
+thread_local bool gpu_as_spans = false;
+
 int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
-uint64_t at_most(uint64_t v, uint64_t hi, const char* what) {
-  if (v > hi) throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+// The checks run on every field of every record: the throw stays out of line.
+template <typename V>
+[[noreturn, gnu::noinline, gnu::cold]] void throw_out_of_range(const char* what, V v) {
+  throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+}
+
+[[gnu::always_inline]] inline uint64_t at_most(uint64_t v, uint64_t hi, const char* what) {
+  if (v > hi) [[unlikely]] throw_out_of_range(what, v);
   return v;
 }
 
-int64_t offset_checked(int64_t v, const char* what) {
-  if (v < -values::kMaxDurNs || v > values::kMaxDurNs) throw std::runtime_error(fmt::format("{} {} is out of range", what, v));
+[[gnu::always_inline]] inline int64_t offset_checked(int64_t v, const char* what) {
+  if (v < -values::kMaxDurNs || v > values::kMaxDurNs) [[unlikely]] throw_out_of_range(what, v);
   return v;
 }
 
@@ -159,6 +187,9 @@ Columns read_columns(BlockReader& in, size_t n) {
 
 }  // namespace
 
+DecodeGpuAsSpans::DecodeGpuAsSpans(bool on) : previous_(gpu_as_spans) { gpu_as_spans = on; }
+DecodeGpuAsSpans::~DecodeGpuAsSpans() { gpu_as_spans = previous_; }
+
 bool is_frame_file(std::string_view text) { return text.size() >= 4 && std::memcmp(text.data(), kMagic, 4) == 0; }
 
 FrameScan scan_frames(std::string_view text, const std::function<void(const FrameParts&)>& on_frame) {
@@ -190,8 +221,12 @@ int64_t dur_checked(uint64_t zz, const char* what) {
   return v;
 }
 
+// GpuActivity (every field) or GpuSpan (what the report's analyses read): the same checks in the
+// same order either way, so a file is refused alike whichever it is read into.
+template <typename Record>
 void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector<uint32_t>& ids,
-                        std::vector<GpuActivity>& out) {
+                        std::vector<Record>& out) {
+  constexpr bool kFull = std::is_same_v<Record, GpuActivity>;
   uint32_t n = in.u32();
   std::vector<Shape> shapes = read_shapes(in, in.u32());
   if (n > in.left() / 15) throw std::runtime_error("GPU records: more records than the block holds");
@@ -200,7 +235,7 @@ void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector
   int64_t start = window_start;
   uint32_t correlation = 0;
   for (size_t i = 0; i < n; ++i) {
-    GpuActivity a;
+    Record a;
     uint64_t k = c.kind[i];
     a.kind = k == 1 ? GpuKind::memcpy : k == 2 ? GpuKind::memset : GpuKind::kernel;
     a.name = string_id(ids, c.name[i]);
@@ -216,24 +251,30 @@ void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector
       a.api_start_ns = start + offset_checked(unzigzag(c.api_start[i]), "gpu.records api start");
       a.api_end_ns = a.api_start_ns + static_cast<int64_t>(at_most(ad - 1, values::kMaxDurNs, "gpu.records api_dur_ns"));
     }
-    a.api_tid = static_cast<uint32_t>(at_most(c.tid[i], UINT32_MAX, "gpu.records tid"));
+    const auto tid = static_cast<uint32_t>(at_most(c.tid[i], UINT32_MAX, "gpu.records tid"));
     correlation += static_cast<uint32_t>(unzigzag(c.correlation[i]));
     a.correlation = correlation;
     a.device = static_cast<int32_t>(at_most(c.device[i], INT32_MAX, "gpu.records device")) - 1;
     a.stream = static_cast<uint32_t>(at_most(c.stream[i], UINT32_MAX, "gpu.records stream"));
-    if (uint64_t sh = c.shape[i]; sh > 0) {
-      if (sh > shapes.size()) throw std::runtime_error("GPU shape index out of range");
-      const Shape& s = shapes[sh - 1];
-      for (int d = 0; d < 3; ++d) {
-        a.grid[d] = s.v[d];
-        a.block[d] = s.v[d + 3];
-      }
-    }
-    a.bytes = at_most(c.bytes[i], values::kMaxCount, "gpu.records bytes");
-    a.copy_kind = static_cast<uint8_t>(at_most(c.copy_kind[i], 255, "gpu.records copy_kind"));
+    const uint64_t sh = c.shape[i];
+    if (sh > shapes.size()) throw std::runtime_error("GPU shape index out of range");
+    const uint64_t bytes = at_most(c.bytes[i], values::kMaxCount, "gpu.records bytes");
+    const auto copy_kind = static_cast<uint8_t>(at_most(c.copy_kind[i], 255, "gpu.records copy_kind"));
     uint64_t f = c.flags[i];
     a.nccl = f & 1u;
-    a.graph = f & 2u;
+    if constexpr (kFull) {
+      a.api_tid = tid;
+      if (sh > 0) {
+        const Shape& s = shapes[sh - 1];
+        for (int d = 0; d < 3; ++d) {
+          a.grid[d] = s.v[d];
+          a.block[d] = s.v[d + 3];
+        }
+      }
+      a.bytes = bytes;
+      a.copy_kind = copy_kind;
+      a.graph = f & 2u;
+    }
     out.push_back(a);
   }
 }
@@ -274,7 +315,8 @@ void decode_kernel_stats(BlockReader& in, const std::vector<uint32_t>& ids, std:
 void decode_gpu_block(std::string_view block, int64_t window_start, const std::vector<uint32_t>& ids,
                       CaptureWindow& out) {
   BlockReader in(block);
-  decode_gpu_records(in, window_start, ids, out.gpu);
+  if (gpu_as_spans) decode_gpu_records(in, window_start, ids, out.gpu_spans);
+  else decode_gpu_records(in, window_start, ids, out.gpu);
   decode_kernel_stats(in, ids, out.kernel_stats);
   if (in.left()) throw std::runtime_error("GPU block: bytes left over");
 }

@@ -30,8 +30,22 @@ bool is_frame_file(std::string_view text);
 // or does not check out, and says so in the result. Never throws itself.
 FrameScan scan_frames(std::string_view text, const std::function<void(const FrameParts&)>& on_frame);
 
+// While alive, decode_gpu_block on this thread decodes per-kernel records straight into
+// CaptureWindow::gpu_spans instead of gpu (ReadOptions::compact_gpu: the report's analyses read
+// spans, so full records need never exist). Checks and errors stay the same.
+class DecodeGpuAsSpans {
+ public:
+  explicit DecodeGpuAsSpans(bool on);
+  ~DecodeGpuAsSpans();
+  DecodeGpuAsSpans(const DecodeGpuAsSpans&) = delete;
+  DecodeGpuAsSpans& operator=(const DecodeGpuAsSpans&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Decodes a frame's GPU block (records, then kernel statistics, as fixed-width columns) into
-// out.gpu and out.kernel_stats. `ids` maps the window's string indices to run-wide ids. Throws
+// out.gpu (or out.gpu_spans, see above) and out.kernel_stats. `ids` maps the window's string indices to run-wide ids. Throws
 // std::runtime_error naming what is impossible.
 void decode_gpu_block(std::string_view block, int64_t window_start_ns, const std::vector<uint32_t>& ids,
                       CaptureWindow& out);
