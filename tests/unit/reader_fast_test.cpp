@@ -4,6 +4,8 @@
 // alone (the same windows kept, the same notes and errors: issue 10's problem entries).
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -276,6 +278,70 @@ TEST(JsonTape, ToJsonRebuildsTheDom) {
   EXPECT_NE(tape.only_member(0, "b"), 0u);
   EXPECT_FALSE(tape.parse("{\"a\":}"));
   EXPECT_FALSE(tape.parse(""));
+}
+
+// The tape's own scanner takes the common texts and leaves the rest to nlohmann: either way a
+// text is accepted exactly when json::parse accepts it, and reads as the same values of the
+// same kinds (unsigned, signed, float) -- on hand-picked edge cases and on random mutations.
+bool same_kinds(const json& a, const json& b) {
+  if (a.type() != b.type() || a.size() != b.size()) return false;
+  if (a.is_number_float()) return std::memcmp(&a.get_ref<const double&>(), &b.get_ref<const double&>(), sizeof(double)) == 0;
+  if (!a.is_structured()) return a == b;
+  if (a.is_array()) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_kinds(a[i], b[i])) return false;
+    return true;
+  }
+  for (auto it = a.begin(); it != a.end(); ++it)
+    if (!b.contains(it.key()) || !same_kinds(it.value(), b[it.key()])) return false;
+  return true;
+}
+
+void expect_tape_reads_as_nlohmann(const std::string& text) {
+  rep::JsonTape tape;
+  const bool accepted = json::accept(text);
+  ASSERT_EQ(tape.parse(text), accepted) << text;
+  if (accepted) {
+    EXPECT_TRUE(same_kinds(tape.to_json(0), json::parse(text))) << text;
+  }
+}
+
+TEST(JsonTape, ReadsEveryTextAsJsonParseDoes) {
+  const char* cases[] = {
+      "0", "-0", "1", "-1", "007", "1.", ".5", "-", "+1", "1e5", "1E+5", "1e-5", "-1.5e-3", "0.1", "2.5E10",
+      "123456789012345678", "1234567890123456789", "-123456789012345678", "-9223372036854775808",
+      "18446744073709551615", "18446744073709551616", "1e400", "-1e400", "1e-400", "4.9e-324", "2.2250738585072014e-308",
+      "0.30000000000000004", "9007199254740993", "9007199254740993.0", "true", "false", "null", "tru", "nul",
+      "\"\"", "\"a\"", "\"a\\nb\"", "\"\\u00e9\"", "\"\xc3\xa9\"", "\"\xff\"", "\"tab\there\"", "\"\x7f\"",
+      "[]", "{}", "[1,]", "[,1]", "{\"a\":1,}", "{\"a\"1}", "{a:1}", "{\"a\":1}", " \t\r\n{ \"a\" : [ 1 , 2 ] } \n",
+      "{\"a\":1}{}", "[1 2]", "\xef\xbb\xbf{}", "{\"a\":{\"b\":{\"c\":[[],[{}]]}},\"a\":2}", "[1,2", "{\"a\":",
+      "[-]", "[1e]", "[1e+]", "[0x10]", "[Infinity]", "[NaN]", "\"unterminated",
+  };
+  for (const char* text : cases) expect_tape_reads_as_nlohmann(text);
+  std::string deep(600, '[');
+  deep += std::string(600, ']');
+  expect_tape_reads_as_nlohmann(deep);
+}
+
+TEST(JsonTape, RandomMutationsReadAsJsonParseDoes) {
+  const std::string seed =
+      R"({"index":3,"start_ns":1795447174860587919,"sections":[{"name":"fwd","count":2,"median_ns":-12,)"
+      R"("x":1.25e-3,"ok":true,"none":null,"list":[0,18,-7,3.0]}],"s":"text"})";
+  std::mt19937 rng(20261124);
+  const std::string alphabet = "{}[],:\"\\-+.eE0123456789 tfnul\x01\x80\xc3";
+  for (int i = 0; i < 5000; ++i) {
+    std::string text = seed;
+    for (int m = 1 + int(rng() % 3); m > 0; --m) {
+      const size_t at = rng() % text.size();
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0: text[at] = c; break;
+        case 1: text.insert(text.begin() + at, c); break;
+        default: text.erase(at, 1);
+      }
+    }
+    expect_tape_reads_as_nlohmann(text);
+  }
 }
 
 }  // namespace
