@@ -107,8 +107,8 @@ struct JsonTapeBuilder {
 namespace {
 
 // The common case of the files' JSON, scanned without nlohmann's lexer (about 20 % of reading
-// 10,000 ranks of summaries went to it): ASCII strings without escapes, integers of at most 18
-// digits, numbers with a fraction or exponent (std::from_chars: correctly rounded, as the strtod
+// 10,000 ranks of summaries went to it): ASCII strings without escapes, integers that fit in
+// 64 bits, numbers with a fraction or exponent (std::from_chars: correctly rounded, as the strtod
 // nlohmann uses), true, false, null. Anything else, valid or not, stops the scan as "not mine"
 // and the text goes through nlohmann's SAX parser instead, so what is accepted and every value
 // read stay exactly json::parse's. The builder sees the same calls in the same order.
@@ -178,7 +178,6 @@ class FastScan {
     if (*p_ == '0') ++p_;
     else
       while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
-    const size_t ndigits = size_t(p_ - digits);
     bool is_float = false;
     if (p_ < end_ && *p_ == '.') {
       is_float = true;
@@ -197,10 +196,14 @@ class FastScan {
       static const nlohmann::json::string_t unused;
       return b_.number_float(d, unused);
     }
-    if (ndigits > 18) return false;  // may not fit: nlohmann's overflow rules decide
+    // What does not fit (nlohmann then reads a float) is left to nlohmann.
     uint64_t u = 0;
-    for (const char* q = digits; q < p_; ++q) u = u * 10 + uint64_t(*q - '0');
-    return negative ? b_.number_integer(-static_cast<int64_t>(u)) : b_.number_unsigned(u);
+    for (const char* q = digits; q < p_; ++q)
+      if (__builtin_mul_overflow(u, 10u, &u) || __builtin_add_overflow(u, uint64_t(*q - '0'), &u)) return false;
+    if (!negative) return b_.number_unsigned(u);
+    constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // -INT64_MIN
+    if (u > kMinMagnitude) return false;
+    return b_.number_integer(u == kMinMagnitude ? std::numeric_limits<int64_t>::min() : -static_cast<int64_t>(u));
   }
 
   bool digits_after(const char*& q) {

@@ -178,6 +178,9 @@ TEST(JsonText, WritesExactlyWhatDumpWrites) {
        {"a", "multi\nline\tand \"quotes\" and \u00e9"},
        {"m", {{"rows", nlohmann::json::array({{{"x", 1}}, {{"x", 2}}, nlohmann::json::array()})}}},
        {"d", -0.125}, {"big", 1e300}, {"u", 18446744073709551615ull}},
+      {{"ranks", nlohmann::json::array({{{"rank", 0}, {"gpu", {{"kernels", {1, 2}}, {"none", nlohmann::json::array()}}}},
+                                        {{"rank", 1}, {"gpu", {{"kernels", nlohmann::json::array({{{"k", "v"}}})}}}}})},
+       {"four", {{"levels", {{"deep", {{"and", {{"more", {1, {{"x", {}}}}}}}}}}}}}},
   };
   for (const nlohmann::json& value : cases) {
     std::ostringstream out;
