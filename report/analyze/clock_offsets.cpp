@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "parallel.h"
 #include "stats.h"
 
 namespace laggard::report {
@@ -77,21 +78,23 @@ struct Fit {
     }
   }
 
-  // A group's true end: the median of its members' corrected ends.
+  // A group's true end: the median of its members' corrected ends. Groups are independent: on
+  // every core (each writes only its own t[g]; the lines are only read).
   void estimate_group_times() {
-    std::vector<double> buf;
-    for (size_t g = 0; g < by_group.size(); ++g) {
-      if (by_group[g].empty()) continue;
+    parallel_for(by_group.size(), [&](size_t g) {
+      if (by_group[g].empty()) return;
+      thread_local std::vector<double> buf;
       buf.clear();
       for (const ClockSample* s : by_group[g]) buf.push_back(end(s) - corr(s->rank, end(s)));
       t[g] = median(buf);
-    }
+    });
   }
 
+  // Each rank's clock line from the group times: ranks are independent, on every core.
   void fit_rank_lines() {
-    std::vector<double> xs, ys;
-    for (size_t r = 0; r < by_rank.size(); ++r) {
-      if (by_rank[r].empty()) continue;
+    parallel_for(by_rank.size(), [&](size_t r) {
+      if (by_rank[r].empty()) return;
+      thread_local std::vector<double> xs, ys;
       xs.clear();
       ys.clear();
       for (const ClockSample* s : by_rank[r]) {
@@ -99,7 +102,7 @@ struct Fit {
         ys.push_back(end(s) - t[s->group]);
       }
       line[r] = fit_line(xs, ys, slope[r]);
-    }
+    });
   }
 
   double residual(size_t r, const ClockSample* s) const {
