@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "reader_values.h"
+
 namespace laggard::report {
 namespace {
 
@@ -74,7 +76,26 @@ std::string duration_text(double ns) {
 
 }  // namespace
 
+// A window longer than any duration a file may hold (a flush interval is at most a day; 104 days
+// covers a process stopped for months) has a start or end from another clock or a corrupt file:
+// left out, with any number of windows (a fuzzed file held one from 1970 to 2024).
+void drop_windows_too_long(RankData& r, std::vector<Problem>& problems) {
+  const size_t before = r.windows.size();
+  int64_t longest = 0;
+  std::erase_if(r.windows, [&](const CaptureWindow& w) {
+    const int64_t span = w.end_ns - w.start_ns;  // both within 1970..2096 (reader_values.h): no overflow
+    if (span <= values::kMaxDurNs) return false;
+    longest = std::max(longest, span);
+    return true;
+  });
+  if (size_t n = before - r.windows.size())
+    problems.push_back({"window_time_outlier", r.rank, "",
+                        fmt::format("rank {}: {} of {} windows last up to {} (clock stepped or file corrupt); left out",
+                                    r.rank, n, before, duration_text(double(longest)))});
+}
+
 void drop_window_time_outliers(RankData& r, std::vector<Problem>& problems) {
+  drop_windows_too_long(r, problems);
   if (r.windows.size() < 3) return;  // too few to tell which side is wrong
   // Window i starts about index_i flush intervals after the process's first window: its anchor
   // (start - index * flush) is the same for all windows up to suspensions and late flushes.

@@ -127,6 +127,25 @@ TEST(ReaderSafety, OneWindow1e17NsOffIsLeftOut) {
   full_report_runs(tmp.path);
 }
 
+// Found by fuzz_reader: an imported window from 1970 to 2024 (one window, so no other window
+// to compare it with) made a report of 54 years. A window longer than any duration a file may
+// hold (104 days) is left out and named, however many windows the rank has.
+TEST(ReaderSafety, AWindowDecadesLongIsLeftOut) {
+  TempDir tmp;
+  for (int r = 0; r < 2; ++r) {
+    json f = rank_file(r, 2, 2);
+    if (r == 1) f["windows"][0]["start_ns"] = 30'000'000'000'000'000;  // 1970 + 347 days
+    write(tmp.path, f);
+  }
+  rep::RunModel m = rep::read_run(tmp.path.string());
+  EXPECT_TRUE(has_problem(m, "window_time_outlier", 1)) << problems_of(m);
+  ASSERT_EQ(m.ranks[1].windows.size(), 1u);
+  EXPECT_EQ(m.ranks[1].windows[0].index, 1u);
+  EXPECT_EQ(m.ranks[0].windows.size(), 2u);
+  EXPECT_FALSE(has_problem(m, "window_time_outlier", 0)) << problems_of(m);
+  full_report_runs(tmp.path);
+}
+
 // Found by fuzz_reader (tests/fuzz): a GPU stream event's device of -2e91 was converted to
 // int32_t unchecked (undefined behaviour, garbage in the model). Its window is left out, named.
 TEST(ReaderSafety, StreamEventValuesOutOfRangeLeaveTheirWindowOut) {
