@@ -6,6 +6,7 @@
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
 //                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
 //                         [--nvtx-first] [--autograd-thread] [--profiler-steps A:B] [--late-library PATH]
+//                         [--fork-thread N] [--stall-ms MS]
 //
 // Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
 // then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
@@ -19,10 +20,18 @@
 // dlsym(RTLD_DEFAULT), which finds a preloaded library's definitions first, as the dynamic
 // linker would. Prints "profiler records=N" at the end.
 // --late-library PATH dlopens PATH halfway through the steps (a second libcupti appearing late).
+// --fork-thread N: a second thread forks N times while the steps run, as a DataLoader starting
+// workers does; each child marks one NVTX range (no CUDA: a forked child may not use it) and
+// exits. A child still alive 10 s later counts as hung (killed). Prints "forks=N hung=H bad=B".
+// --stall-ms MS: each step ends MS ms asleep inside "stall", so a hang watchdog with a shorter
+// limit fires (and signals every thread) while the fork thread forks.
 #include <cupti.h>
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -91,6 +100,37 @@ using Init = int (*)(unsigned);
 
 }  // namespace
 
+// --fork-thread: fork `n` times; returns {hung, bad exit} children.
+std::pair<int, int> fork_children(int n) {
+  int hung = 0, bad = 0;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      ++bad;
+      continue;
+    }
+    if (pid == 0) {
+      nvtxRangePushA("child");
+      nvtxRangePop();
+      std::exit(7);  // atexit handlers run, laggard's among them
+    }
+    int status = 0;
+    bool done = false;
+    for (int waited_ms = 0; waited_ms < 10'000 && !done; waited_ms += 2) {
+      done = waitpid(pid, &status, WNOHANG) == pid;
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (!done) {
+      ++hung;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 7) {
+      ++bad;
+    }
+  }
+  return {hung, bad};
+}
+
 int main(int argc, char** argv) {
   std::string cuda;
   int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
@@ -98,6 +138,8 @@ int main(int argc, char** argv) {
   bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
   int profiler_from = -1, profiler_to = -1;
   std::string late_library;
+  int fork_count = 0;
+  double stall_ms = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -117,6 +159,8 @@ int main(int argc, char** argv) {
     else if (a == "--nvtx-first") nvtx_first = true;
     else if (a == "--autograd-thread") autograd_thread = true;
     else if (a == "--late-library") late_library = next();
+    else if (a == "--fork-thread") fork_count = std::atoi(next());
+    else if (a == "--stall-ms") stall_ms = std::atof(next());
     else if (a == "--profiler-steps") {
       if (std::sscanf(next(), "%d:%d", &profiler_from, &profiler_to) != 2) usage("--profiler-steps A:B");
     }
@@ -147,6 +191,9 @@ int main(int argc, char** argv) {
     if (nvtx) nvtxRangePop();
   };
   long fwd = 0, bwd = 0, nccl = 0, stray = 0, copies = 0;
+  std::pair<int, int> fork_result{0, 0};
+  std::thread forker;
+  if (fork_count > 0) forker = std::thread([&] { fork_result = fork_children(fork_count); });
   for (int s = 0; s < steps; ++s) {
     if (s == profiler_from) profiler_start();
     if (s == profiler_to) profiler_stop();
@@ -171,9 +218,16 @@ int main(int argc, char** argv) {
     pop();
     for (int k = 0; k < outside; ++k, ++stray) launch("stray_kernel", 1, 32, 10'000, 0);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
+    if (stall_ms > 0) {
+      push("stall");
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(stall_ms));
+      pop();
+    }
   }
+  if (forker.joinable()) forker.join();
   std::printf("launched fwd_gemm=%ld bwd_gemm=%ld nccl=%ld stray_kernel=%ld memcpy=%ld\n", fwd, bwd, nccl, stray,
               copies);
   if (profiler_from >= 0) std::printf("profiler records=%llu\n", g_profiler_records.load());
+  if (fork_count > 0) std::printf("forks=%d hung=%d bad=%d\n", fork_count, fork_result.first, fork_result.second);
   return 0;
 }

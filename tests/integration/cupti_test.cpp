@@ -2,6 +2,7 @@
 // libcuda.so.1 (driver injection hook + CUPTI), launch a known number of kernels in NVTX
 // sections, and the files and the report must account for every one of them.
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "harness.h"
@@ -32,9 +33,10 @@ class Cupti : public Scratch {
     argv.insert(argv.end(), args.begin(), args.end());
     return run_process(argv, o);
   }
-  std::vector<json> files() {
+  std::vector<json> files() {  // rank files; hang reports (hang-*.json) left aside
     std::vector<json> out;
-    for (const auto& f : rank_files()) out.push_back(rank_file_json(f));
+    for (const auto& f : rank_files())
+      if (f.filename().string().rfind("hang-", 0) != 0) out.push_back(rank_file_json(f));
     return out;
   }
   // (section or "(no section)", name) -> executions, summed over every window of every file.
@@ -104,6 +106,35 @@ TEST_F(Cupti, DriverInjectionCapturesEveryKernelInItsSection) {
   EXPECT_DOUBLE_EQ(g["completeness"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(g["relative_score"].get<double>(), 1.0);
   EXPECT_EQ(rep["gpu"]["top_kernels"]["backward"][0]["name"], "bwd_gemm");
+}
+
+// Issue 10: fork() from a second thread (a DataLoader starting workers) while CUPTI buffers are
+// completed on the flush thread every 50 ms and the hang watchdog, set to 0.2 s, signals every
+// thread during each step's 250 ms stall. Every child exits at once with its own code (none
+// hangs on a lock the fork copied held, none writes as the rank), and the rank loses no kernel.
+TEST_F(Cupti, ForksDuringBufferFlushesAndHangSignalsLeaveChildrenAndRankWhole) {
+  ProcessOptions o = env();
+  o.env["LAGGARD_FLUSH_S"] = "0.05";
+  o.env["LAGGARD_HANG_S"] = "0.2";
+  ProcessResult r = app({"--steps", "12", "--step-ms", "5", "--stall-ms", "250", "--fork-thread", "150"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("forks=150 hung=0 bad=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fwd_gemm=48 bwd_gemm=48 nccl=12"), std::string::npos) << r.out;
+  int hang_reports = 0;
+  std::set<std::string> writers;  // pid part of every rank file's name: the parent's alone
+  for (const fs::path& f : rank_files()) {
+    const std::string name = f.filename().string();
+    if (name.rfind("hang-", 0) == 0) {
+      ++hang_reports;
+      continue;
+    }
+    writers.insert(name.substr(0, name.find("-seg")));
+  }
+  EXPECT_GE(hang_reports, 1) << r.err;  // the watchdog did fire while the thread forked
+  EXPECT_EQ(writers.size(), 1u);
+  auto n = kernel_counts();
+  EXPECT_EQ((n[{"forward", "fwd_gemm"}]), 48u);
+  EXPECT_EQ((n[{"backward", "bwd_gemm"}]), 48u);
 }
 
 TEST_F(Cupti, KernelsOfAThreadWithoutRangesGoToTheMainThreadsSection) {
