@@ -115,7 +115,7 @@ void Watchdog::tick(int64_t now) {
   HangReport r = build_report(now);
   std::string err = write(r);
   if (!err.empty()) log_warn("hang watchdog: %s", err.c_str());
-  else log_warn("no progress for %.0f s: hang report %s written", (now - clock_.last_progress_mono()) / 1e9,
+  else log_warn("no progress for %.1f s: hang report %s written", (now - clock_.last_progress_mono()) / 1e9,
                 hang_report_name(rank_.rank, rank_.pid, r.index).c_str());
 }
 
