@@ -212,6 +212,21 @@ class FastScan {
     return q > first;
   }
 
+  // After a member or an element: ',' (then more follow) or the closing bracket.
+  enum class After { more, closed, bad };
+  After comma_or(char close) {
+    skip_space();
+    if (p_ == end_) return After::bad;
+    if (*p_ == ',') {
+      ++p_;
+      skip_space();
+      return After::more;
+    }
+    if (*p_ != close) return After::bad;
+    ++p_;
+    return After::closed;
+  }
+
   bool object(int depth) {
     if (depth > kMaxDepth || !b_.start_object(std::size_t(-1))) return false;
     ++p_;
@@ -228,16 +243,11 @@ class FastScan {
       ++p_;
       skip_space();
       if (!value(depth)) return false;
-      skip_space();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        skip_space();
-        continue;
+      switch (comma_or('}')) {
+        case After::more: continue;
+        case After::closed: return b_.end_object();
+        case After::bad: return false;
       }
-      if (*p_ != '}') return false;
-      ++p_;
-      return b_.end_object();
     }
   }
 
@@ -251,16 +261,11 @@ class FastScan {
     }
     while (true) {
       if (!value(depth)) return false;
-      skip_space();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        skip_space();
-        continue;
+      switch (comma_or(']')) {
+        case After::more: continue;
+        case After::closed: return b_.end_array();
+        case After::bad: return false;
       }
-      if (*p_ != ']') return false;
-      ++p_;
-      return b_.end_array();
     }
   }
 
