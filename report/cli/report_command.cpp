@@ -4,6 +4,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -105,20 +106,24 @@ static void warn(report::RunModel& model, std::ostream& err, const std::string& 
   model.problems.push_back({kind, -1, "", message});
 }
 
-int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.format == "csv" && o.output.empty()) {
-    err << "laggard report: --format csv writes one file per table: name their directory with -o DIR\n";
-    return 2;
-  }
+namespace {
+
+// What the --ranks/--steps/--hosts cut leaves: the steps to analyse and the words that say it.
+struct Cut {
   report::StepSet steps;
-  std::string cut_text;
+  std::string text;
+};
+
+// Applies the cut to the model (warning about parts of it the run does not have); nullopt after
+// an error was written.
+std::optional<Cut> apply_cuts(report::RunModel& model, const ReportOptions& o, std::ostream& err) {
   try {
     for (const std::string& w : report::cut_warnings(model, o.cut)) warn(model, err, "cut_not_in_run", w);
     if (!o.cut.empty()) {
       model = report::apply_cut(model, o.cut);
       if (model.ranks.empty()) {
         err << "laggard report: the cut leaves no rank\n";
-        return 2;
+        return std::nullopt;
       }
     }
     report::StepSet all = report::detect_steps(model, o.analyses.step_section);
@@ -134,79 +139,114 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
                          o.cut.steps->second, most, most ? most - 1 : 0, all.source));
       model = report::cut_to_steps(model, all, *o.cut.steps);
     }
-    steps = report::apply_cut(all, o.cut);
-    cut_text = report::describe_cut(o.cut, all);
+    return Cut{report::apply_cut(all, o.cut), report::describe_cut(o.cut, all)};
   } catch (const std::exception& e) {
     err << "laggard report: " << e.what() << '\n';
-    return 2;
+    return std::nullopt;
   }
+}
+
+// Every analysis of the report, in the order each needs the others.
+struct Results {
+  report::ScoreReport scores;
+  report::Analyses analyses;
+  report::HealthReport health;
+};
+
+Results analyse(const report::RunModel& model, const ReportOptions& o, const report::StepSet& steps) {
   auto stage = [&o](const char* name) {
     if (o.on_stage) o.on_stage(name);
   };
-  if (o.format == "text") model = report::escaped_for_text(std::move(model));  // names from files reach a terminal
+  Results r;
   stage("section scores");
-  report::ScoreReport scores = report::compute_scores(model, o.scores);
+  r.scores = report::compute_scores(model, o.scores);
   stage("GPU scores");
-  report::GpuScoreReport gpu = report::compute_gpu_scores(model, scores);  // adds GPU stragglers
+  report::GpuScoreReport gpu = report::compute_gpu_scores(model, r.scores);  // adds GPU stragglers
   stage("NCCL collectives");
-  report::CommReport comm = report::analyze_collectives(model, scores);
-  scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
+  report::CommReport comm = report::analyze_collectives(model, r.scores);
+  r.scores.stragglers.insert(r.scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
   stage("steps");
-  report::Analyses analyses =
-      report::run_analyses(model, scores, o.analyses, &steps, std::move(gpu), std::move(comm));
+  r.analyses = report::run_analyses(model, r.scores, o.analyses, &steps, std::move(gpu), std::move(comm));
   stage("GPU health");
-  report::HealthReport health = report::analyze_gpu_health(model);
-  report::link_gpu_health(analyses.verdict, health);
+  r.health = report::analyze_gpu_health(model);
+  report::link_gpu_health(r.analyses.verdict, r.health);
   stage("");  // the output starts on a clean line
+  return r;
+}
+
+void write_json_report(const report::RunModel& model, const Results& r, const std::string& cut_text,
+                       const ReportOptions& o, std::ostream& dest) {
+  auto stage = [&o](const char* name) {
+    if (o.on_stage) o.on_stage(name);
+  };
+  stage("JSON report: parts");
+  // The three big parts on their own threads (each only reads the model and the analyses);
+  // joined in the same order, so the report does not depend on it.
+  auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, r.analyses); });
+  auto comm_json = std::async(std::launch::async, [&] { return report::render_comm_json(model, r.analyses.comm); });
+  nlohmann::json j = report::render_json(model, r.scores);
+  if (!cut_text.empty()) j["cut"] = cut_text;
+  nlohmann::json parts = analyses_json.get();
+  for (auto it = parts.begin(); it != parts.end(); ++it) j[it.key()] = std::move(it.value());  // moved, not copied
+  j["comm"] = comm_json.get();
+  j["hang_reports"] = report::mention_hangs_json(model.dir);
+  j["gpu_health"] = report::render_health_json(r.health);
+  stage("JSON report: text");
+  report::write_json_indented(j, dest);
+  dest << '\n';
+}
+
+void write_text_report(const report::RunModel& model, const Results& r, const std::string& cut_text, size_t top,
+                       std::ostream& dest) {
+  if (!cut_text.empty())
+    dest << "laggard report: cut to " << report::escape_text(cut_text) << "; every part below covers only that\n";
+  report::render_text(model, r.scores, dest, &r.analyses, top);
+  report::render_comm_text(model, r.analyses.comm, dest, top);
+  health_text(r.health, top, dest);
+  report::mention_hangs_text(model.dir, dest);
+}
+
+int exit_code(const report::RunModel& model, const Results& r, const ReportOptions& o, bool html_written) {
+  if (!html_written || model.ranks.empty()) return 2;
+  return o.fail_on_stragglers && !r.scores.stragglers.empty() ? 3 : 0;
+}
+
+}  // namespace
+
+int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.format == "csv" && o.output.empty()) {
+    err << "laggard report: --format csv writes one file per table: name their directory with -o DIR\n";
+    return 2;
+  }
+  const std::optional<Cut> cut = apply_cuts(model, o, err);
+  if (!cut) return 2;
+  if (o.format == "text") model = report::escaped_for_text(std::move(model));  // names from files reach a terminal
+  const Results r = analyse(model, o, cut->steps);
   // The page first: a reader of stdout that stops early (| head) must not cost the file.
-  const bool html_written = o.html.empty() || write_html(model, scores, analyses, health, o, cut_text, err);
+  const bool html_written =
+      o.html.empty() || write_html(model, r.scores, r.analyses, r.health, o, cut->text, err);
 
   if (o.format == "csv") {  // one file per table in the directory -o names
-    if (std::string e = report::write_csv_tables(report::render_csv(model, scores, analyses, cut_text), o.output); !e.empty()) {
+    if (std::string e = report::write_csv_tables(report::render_csv(model, r.scores, r.analyses, cut->text), o.output);
+        !e.empty()) {
       err << "laggard report: " << e << '\n';
       return 2;
     }
-    if (!html_written || model.ranks.empty()) return 2;
-    return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
+    return exit_code(model, r, o, html_written);
   }
   std::ofstream file;
-  std::ostream* dest = &out;
   if (!o.output.empty()) {
     file.open(o.output);
     if (!file) {
       err << "laggard report: cannot write '" << o.output << "'\n";
       return 2;
     }
-    dest = &file;
   }
-  if (o.format == "json") {
-    stage("JSON report: parts");
-    // The three big parts on their own threads (each only reads the model and the analyses);
-    // joined in the same order, so the report does not depend on it.
-    auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, analyses); });
-    auto comm_json = std::async(std::launch::async, [&] { return report::render_comm_json(model, analyses.comm); });
-    nlohmann::json j = report::render_json(model, scores);
-    if (!cut_text.empty()) j["cut"] = cut_text;
-    nlohmann::json parts = analyses_json.get();
-    for (auto it = parts.begin(); it != parts.end(); ++it) j[it.key()] = std::move(it.value());  // moved, not copied
-    j["comm"] = comm_json.get();
-    j["hang_reports"] = report::mention_hangs_json(model.dir);
-    j["gpu_health"] = report::render_health_json(health);
-    stage("JSON report: text");
-    report::write_json_indented(j, *dest);
-    *dest << '\n';
-  } else {
-    if (!cut_text.empty())
-      *dest << "laggard report: cut to " << report::escape_text(cut_text) << "; every part below covers only that\n";
-    report::render_text(model, scores, *dest, &analyses, o.top);
-    report::render_comm_text(model, analyses.comm, *dest, o.top);
-    health_text(health, o.top, *dest);
-    report::mention_hangs_text(model.dir, *dest);
-  }
-  dest->flush();
-  if (!html_written) return 2;
-  if (model.ranks.empty()) return 2;
-  return o.fail_on_stragglers && !scores.stragglers.empty() ? 3 : 0;
+  std::ostream& dest = o.output.empty() ? out : file;
+  if (o.format == "json") write_json_report(model, r, cut->text, o, dest);
+  else write_text_report(model, r, cut->text, o.top, dest);
+  dest.flush();
+  return exit_code(model, r, o, html_written);
 }
 
 int trace_command(const TraceOptions& o, std::ostream& err) {
