@@ -509,13 +509,19 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
   return model;
 }
 
-void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts) {
-  for (const Segment& s : segments) {
-    for (const std::string& note : s.notes) model.problems.push_back({"invalid_value", s.rank, s.path, note});
-    if (!s.torn_tail.empty()) model.problems.push_back({"torn_tail", s.rank, s.path, s.torn_tail});
-  }
+namespace {
 
-  // One run per directory: files of another run are set aside, never mixed in.
+void list_segment_notes(const std::vector<Segment>& segments, std::vector<Problem>& problems) {
+  for (const Segment& s : segments) {
+    for (const std::string& note : s.notes) problems.push_back({"invalid_value", s.rank, s.path, note});
+    if (!s.torn_tail.empty()) problems.push_back({"torn_tail", s.rank, s.path, s.torn_tail});
+  }
+}
+
+// One run per directory: the run most files belong to (or the one asked for); files of another
+// run are set aside, never mixed in. Returns the run's segments by (rank, pid).
+std::map<std::pair<int, long>, std::vector<Segment*>> choose_run(RunModel& model, std::vector<Segment>& segments,
+                                                                 const ReadOptions& opts) {
   std::map<std::string, int> run_votes;
   for (const auto& s : segments) ++run_votes[s.run_id];
   model.run_id = opts.run_id.empty() || !run_votes.count(opts.run_id)
@@ -531,57 +537,47 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
     }
     by_process[{s.rank, s.pid}].push_back(&s);
   }
+  return by_process;
+}
 
-  std::map<int, std::vector<RankData>> by_rank;
-  for (auto& [key, segs] : by_process) {
-    std::sort(segs.begin(), segs.end(), [](Segment* a, Segment* b) { return a->segment < b->segment; });
-    RankData r;
-    const Segment& last = *segs.back();
-    r.rank = key.first;
-    r.pid = key.second;
-    r.ppid = last.ppid;
-    r.run_id = last.run_id;
-    r.local_rank = last.local_rank;
-    r.world_size = last.world_size;
-    r.host = last.host;
-    r.process_start_ns = last.process_start_ns;
-    r.final = last.final;
-    r.signal = last.signal;
-    r.flush_s = last.flush_s;
-    r.nvtx_status = last.nvtx_status;
-    r.nccl_status = last.nccl_status;
-    r.cupti_status = last.cupti_status;
-    r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
-    r.import_time_base_ns = last.import_time_base_ns;
-    r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
-    r.sections_filter = last.sections_filter;
-    std::set<uint64_t> seen;
-    for (Segment* s : segs) {
-      r.files.push_back(s->path);
-      r.folded_ranges += s->folded_ranges;
-      r.data_end_ns = std::max(r.data_end_ns, s->data_end_ns);
-      r.windows_lost = std::max(r.windows_lost, s->windows_lost);  // cumulative, like dropped
-      for (auto& w : s->windows)
-        if (seen.insert(w.index).second) r.windows.push_back(std::move(w));
-    }
-    std::sort(r.windows.begin(), r.windows.end(), [](auto& a, auto& b) { return a.index < b.index; });
-    by_rank[r.rank].push_back(std::move(r));
+// One process's segment files as one RankData: the newest file's header, every window once.
+RankData join_segments(int rank, long pid, std::vector<Segment*>& segs) {
+  std::sort(segs.begin(), segs.end(), [](Segment* a, Segment* b) { return a->segment < b->segment; });
+  RankData r;
+  const Segment& last = *segs.back();
+  r.rank = rank;
+  r.pid = pid;
+  r.ppid = last.ppid;
+  r.run_id = last.run_id;
+  r.local_rank = last.local_rank;
+  r.world_size = last.world_size;
+  r.host = last.host;
+  r.process_start_ns = last.process_start_ns;
+  r.final = last.final;
+  r.signal = last.signal;
+  r.flush_s = last.flush_s;
+  r.nvtx_status = last.nvtx_status;
+  r.nccl_status = last.nccl_status;
+  r.cupti_status = last.cupti_status;
+  r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
+  r.import_time_base_ns = last.import_time_base_ns;
+  r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
+  r.sections_filter = last.sections_filter;
+  std::set<uint64_t> seen;
+  for (Segment* s : segs) {
+    r.files.push_back(s->path);
+    r.folded_ranges += s->folded_ranges;
+    r.data_end_ns = std::max(r.data_end_ns, s->data_end_ns);
+    r.windows_lost = std::max(r.windows_lost, s->windows_lost);  // cumulative, like dropped
+    for (auto& w : s->windows)
+      if (seen.insert(w.index).second) r.windows.push_back(std::move(w));
   }
+  std::sort(r.windows.begin(), r.windows.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  return r;
+}
 
-  for (auto& [rank, procs] : by_rank) {
-    choose_rank_process(procs, model.problems);
-    model.ranks.push_back(std::move(procs.front()));
-  }
-  for (RankData& r : model.ranks) {
-    drop_window_time_outliers(r, model.problems);
-    finish_nccl_rank(r, model.problems);
-    finish_gpu_rank(r, model.problems);
-  }
-  for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
-  align_rank_clocks(model);
-  for (RankData& r : model.ranks) join_paused_periods(r);
-
-  // World size: what the ranks say (they should agree), or what the user says.
+// World size: what the ranks say (they should agree), or what the user says.
+void settle_world_size(RunModel& model, const ReadOptions& opts) {
   std::set<int> sizes;
   for (const auto& r : model.ranks)
     if (r.world_size > 0) sizes.insert(r.world_size);
@@ -597,7 +593,9 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
   // only part of the job: small communicators always pass.
   check_comm_sizes(model, sizes.empty() && opts.expect_world_size <= 0 ? values::kMaxWorldSize
                                                                        : std::max(model.world_size, 1024));
+}
 
+void list_incomplete_ranks(RunModel& model) {
   int64_t run_start = INT64_MAX;
   for (const auto& r : model.ranks) run_start = std::min(run_start, r.process_start_ns);
   for (const auto& r : model.ranks) {
@@ -613,6 +611,9 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
                                             "running); data ends at {}, its last flush",
                                             r.rank, r.pid, r.host, when)});
   }
+}
+
+void list_lost_records(RunModel& model) {
   for (const auto& r : model.ranks) {
     add_nvtx_problems(r, model.problems);
     uint64_t lost = 0;
@@ -623,6 +624,30 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
                                 fmt::format("rank {} lost or could not match {} records (see dropped counts)",
                                             r.rank, lost)});
   }
+}
+
+}  // namespace
+
+void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts) {
+  list_segment_notes(segments, model.problems);
+  std::map<int, std::vector<RankData>> by_rank;
+  for (auto& [key, segs] : choose_run(model, segments, opts))
+    by_rank[key.first].push_back(join_segments(key.first, key.second, segs));
+  for (auto& [rank, procs] : by_rank) {
+    choose_rank_process(procs, model.problems);
+    model.ranks.push_back(std::move(procs.front()));
+  }
+  for (RankData& r : model.ranks) {
+    drop_window_time_outliers(r, model.problems);
+    finish_nccl_rank(r, model.problems);
+    finish_gpu_rank(r, model.problems);
+  }
+  for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
+  align_rank_clocks(model);
+  for (RankData& r : model.ranks) join_paused_periods(r);
+  settle_world_size(model, opts);
+  list_incomplete_ranks(model);
+  list_lost_records(model);
 }
 
 }  // namespace laggard::report
