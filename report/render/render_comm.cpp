@@ -174,115 +174,128 @@ void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& ou
   out << more_line(rep.comms.size(), rows_shown(rep.comms.size(), top), "communicators");
 }
 
+namespace {
+
+json criteria_json(const CommOptions& o) {
+  return {{"lead_floor_ms", ms(o.lead_floor_ns)},
+          {"min_collectives", o.min_collectives},
+          {"min_last", o.min_last},
+          {"last_share_threshold", "(1 + 1/n) / 2 for n ranks"},
+          {"slow_factor", o.slow_factor},
+          {"slow_min_samples", o.slow_min_samples},
+          {"wait", "last arrival - own arrival (GPU start), at most the own kernel time"},
+          {"blame", "waits of the others, split among the ranks that arrived last"},
+          {"transfer", "latest end - last arrival; algbw = size / transfer, busbw = algbw x nccl-tests factor"}};
+}
+
+json clock_json(const CommReport::Clock& clock) {
+  json hosts = json::array();
+  for (const auto& h : clock.hosts)
+    hosts.push_back({{"host", h.host}, {"offset_ms", ms(h.offset_ns)}, {"rank_spread_ms", ms(h.spread_ns)},
+                     {"ranks", h.ranks}});
+  return {{"method", "per-rank (per-GPU) offset and drift fitted to the end times of symmetric collectives"},
+          {"corrected", clock.corrected},
+          {"reference_rank", clock.reference_rank >= 0 ? json(clock.reference_rank) : json(nullptr)},
+          {"reference_time_ns", clock.reference_time_ns},
+          {"samples", clock.samples},
+          {"max_abs_offset_ms", ms(clock.max_abs_offset_ns)},
+          {"max_abs_drift_ppm", clock.max_abs_drift_ppm},
+          {"residual_ms", ms(clock.residual_ns)},
+          {"hosts", hosts}};
+}
+
+json rank_json(const CommRankStats& r) {
+  return {{"rank", r.rank},
+          {"host", r.host},
+          {"collectives", r.collectives},
+          {"last_count", r.last},
+          {"last_share", r.collectives ? double(r.last) / r.collectives : 0.0},
+          {"blame_ms", ms(r.blame_ns)},
+          {"waited_ms", ms(r.waited_ns)},
+          {"kernel_ms", ms(r.kernel_ns)},
+          {"clock_offset_ms", ms(r.clock_offset_ns)},
+          {"clock_drift_ppm", r.clock_drift_ppm},
+          {"clock_residual_ms", ms(r.clock_residual_ns)},
+          {"clock_samples", r.clock_samples},
+          {"gpu_shift_ms", ms(double(r.gpu_shift_ns))},
+          {"suspect", r.suspect},
+          {"nccl_plugin", r.nccl_plugin},
+          {"p2p_ops", r.p2p_ops},
+          {"p2p_bytes", r.p2p_bytes},
+          {"p2p_gpu_ms", ms(r.p2p_gpu_ns)}};
+}
+
+json communicator_json(const RunModel& m, const CommSummary& c) {
+  json per_rank = json::array();
+  for (const auto& pr : c.per_rank)
+    per_rank.push_back({{"rank", pr.rank},
+                        {"last_count", pr.last},
+                        {"last_share", pr.last_share},
+                        {"blame_ms", ms(pr.blame_ns)},
+                        {"waited_ms", ms(pr.waited_ns)}});
+  json slow = json::array();
+  for (const SlowCollective& s : c.slow)
+    slow.push_back({{"func", m.strings.at(s.func)},
+                    {"seq", s.seq},
+                    {"bytes", s.bytes},
+                    {"last_arrival_ns", s.last_arrival_ns},
+                    {"transfer_ms", ms(s.transfer_ns)},
+                    {"algbw_gbps", s.algbw_gbps},
+                    {"busbw_gbps", s.busbw_gbps},
+                    {"median_busbw_gbps", s.median_busbw_gbps},
+                    {"last_ranks", s.last_ranks}});
+  return {{"id", m.strings.at(c.comm)},
+          {"name", c.name != StringTable::kNone ? json(m.strings.at(c.name)) : json(nullptr)},
+          {"nranks", c.nranks},
+          {"ranks", c.ranks},
+          {"collectives", c.collectives},
+          {"incomplete", c.incomplete},
+          {"suspect", c.suspect},
+          {"seq_gaps", c.seq_gaps},
+          {"last_share_threshold", c.last_share_threshold},
+          {"per_rank", per_rank},
+          {"slow_count", c.slow_count},
+          {"slow", slow}};
+}
+
+json worst_wait_json(const RunModel& m, const CollectiveDetail& d) {
+  std::vector<double> arrival_ms, wait_ms;
+  for (double v : d.arrival_ns) arrival_ms.push_back(ms(v));
+  for (double v : d.wait_ns) wait_ms.push_back(ms(v));
+  return {{"comm", m.strings.at(d.comm)},
+          {"func", m.strings.at(d.func)},
+          {"seq", d.seq},
+          {"bytes", d.bytes},
+          {"first_arrival_ns", d.first_arrival_ns},
+          {"ranks", d.ranks},
+          {"arrival_ms", arrival_ms},
+          {"wait_ms", wait_ms},
+          {"last_ranks", d.last_ranks},
+          {"total_wait_ms", ms(d.total_wait_ns)},
+          {"transfer_ms", ms(d.transfer_ns)},
+          {"algbw_gbps", d.algbw_gbps},
+          {"busbw_gbps", d.busbw_gbps}};
+}
+
+}  // namespace
+
 json render_comm_json(const RunModel& m, const CommReport& rep) {
-  const CommOptions& o = rep.options;
   json j;
   j["ops"] = rep.ops;
   j["collectives"] = rep.matched;
   j["incomplete"] = rep.incomplete;
   j["p2p"] = rep.p2p;
   j["suspect"] = rep.suspect;
-  j["criteria"] = {
-      {"lead_floor_ms", ms(o.lead_floor_ns)},
-      {"min_collectives", o.min_collectives},
-      {"min_last", o.min_last},
-      {"last_share_threshold", "(1 + 1/n) / 2 for n ranks"},
-      {"slow_factor", o.slow_factor},
-      {"slow_min_samples", o.slow_min_samples},
-      {"wait", "last arrival - own arrival (GPU start), at most the own kernel time"},
-      {"blame", "waits of the others, split among the ranks that arrived last"},
-      {"transfer", "latest end - last arrival; algbw = size / transfer, busbw = algbw x nccl-tests factor"}};
-
-  json hosts = json::array();
-  for (const auto& h : rep.clock.hosts)
-    hosts.push_back({{"host", h.host}, {"offset_ms", ms(h.offset_ns)}, {"rank_spread_ms", ms(h.spread_ns)},
-                     {"ranks", h.ranks}});
-  j["clock"] = {{"method", "per-rank (per-GPU) offset and drift fitted to the end times of symmetric collectives"},
-                {"corrected", rep.clock.corrected},
-                {"reference_rank", rep.clock.reference_rank >= 0 ? json(rep.clock.reference_rank) : json(nullptr)},
-                {"reference_time_ns", rep.clock.reference_time_ns},
-                {"samples", rep.clock.samples},
-                {"max_abs_offset_ms", ms(rep.clock.max_abs_offset_ns)},
-                {"max_abs_drift_ppm", rep.clock.max_abs_drift_ppm},
-                {"residual_ms", ms(rep.clock.residual_ns)},
-                {"hosts", hosts}};
-
+  j["criteria"] = criteria_json(rep.options);
+  j["clock"] = clock_json(rep.clock);
   json ranks = json::array();
-  for (const CommRankStats& r : rep.ranks)
-    ranks.push_back({{"rank", r.rank},
-                     {"host", r.host},
-                     {"collectives", r.collectives},
-                     {"last_count", r.last},
-                     {"last_share", r.collectives ? double(r.last) / r.collectives : 0.0},
-                     {"blame_ms", ms(r.blame_ns)},
-                     {"waited_ms", ms(r.waited_ns)},
-                     {"kernel_ms", ms(r.kernel_ns)},
-                     {"clock_offset_ms", ms(r.clock_offset_ns)},
-                     {"clock_drift_ppm", r.clock_drift_ppm},
-                     {"clock_residual_ms", ms(r.clock_residual_ns)},
-                     {"clock_samples", r.clock_samples},
-                     {"gpu_shift_ms", ms(double(r.gpu_shift_ns))},
-                     {"suspect", r.suspect},
-                     {"nccl_plugin", r.nccl_plugin},
-                     {"p2p_ops", r.p2p_ops},
-                     {"p2p_bytes", r.p2p_bytes},
-                     {"p2p_gpu_ms", ms(r.p2p_gpu_ns)}});
+  for (const CommRankStats& r : rep.ranks) ranks.push_back(rank_json(r));
   j["ranks"] = std::move(ranks);
-
   json comms = json::array();
-  for (const CommSummary& c : rep.comms) {
-    json per_rank = json::array();
-    for (const auto& pr : c.per_rank)
-      per_rank.push_back({{"rank", pr.rank},
-                          {"last_count", pr.last},
-                          {"last_share", pr.last_share},
-                          {"blame_ms", ms(pr.blame_ns)},
-                          {"waited_ms", ms(pr.waited_ns)}});
-    json slow = json::array();
-    for (const SlowCollective& s : c.slow)
-      slow.push_back({{"func", m.strings.at(s.func)},
-                      {"seq", s.seq},
-                      {"bytes", s.bytes},
-                      {"last_arrival_ns", s.last_arrival_ns},
-                      {"transfer_ms", ms(s.transfer_ns)},
-                      {"algbw_gbps", s.algbw_gbps},
-                      {"busbw_gbps", s.busbw_gbps},
-                      {"median_busbw_gbps", s.median_busbw_gbps},
-                      {"last_ranks", s.last_ranks}});
-    comms.push_back({{"id", m.strings.at(c.comm)},
-                     {"name", c.name != StringTable::kNone ? json(m.strings.at(c.name)) : json(nullptr)},
-                     {"nranks", c.nranks},
-                     {"ranks", c.ranks},
-                     {"collectives", c.collectives},
-                     {"incomplete", c.incomplete},
-                     {"suspect", c.suspect},
-                     {"seq_gaps", c.seq_gaps},
-                     {"last_share_threshold", c.last_share_threshold},
-                     {"per_rank", per_rank},
-                     {"slow_count", c.slow_count},
-                     {"slow", slow}});
-  }
+  for (const CommSummary& c : rep.comms) comms.push_back(communicator_json(m, c));
   j["communicators"] = std::move(comms);
-
   json worst = json::array();
-  for (const CollectiveDetail& d : rep.worst) {
-    std::vector<double> arrival_ms, wait_ms;
-    for (double v : d.arrival_ns) arrival_ms.push_back(ms(v));
-    for (double v : d.wait_ns) wait_ms.push_back(ms(v));
-    worst.push_back({{"comm", m.strings.at(d.comm)},
-                     {"func", m.strings.at(d.func)},
-                     {"seq", d.seq},
-                     {"bytes", d.bytes},
-                     {"first_arrival_ns", d.first_arrival_ns},
-                     {"ranks", d.ranks},
-                     {"arrival_ms", arrival_ms},
-                     {"wait_ms", wait_ms},
-                     {"last_ranks", d.last_ranks},
-                     {"total_wait_ms", ms(d.total_wait_ns)},
-                     {"transfer_ms", ms(d.transfer_ns)},
-                     {"algbw_gbps", d.algbw_gbps},
-                     {"busbw_gbps", d.busbw_gbps}});
-  }
+  for (const CollectiveDetail& d : rep.worst) worst.push_back(worst_wait_json(m, d));
   j["worst_waits"] = std::move(worst);
   return j;
 }
