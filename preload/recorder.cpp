@@ -51,18 +51,25 @@ void Recorder::add_sample(const RangeRecord& r) {
   }
 }
 
-// A sample goes to the window that counts it. A range counted just after the flip (in the table
-// the next drain takes) can still reach the ring before it is drained: it waits for that drain,
-// else the window would store an occurrence its count does not include.
+// A sample goes to the window that counts it, else the window would store an occurrence its
+// count does not include (which the reader refuses). Relative to the generation this drain took:
+// a range counted in it joins now; one counted after the flip (in the generation the next drain
+// takes) can reach the ring before it is drained: it waits for that drain; one counted in an
+// earlier drain's generation whose sample reached the ring only after that drain (its thread
+// was descheduled between counting and pushing) is left out of the sample: its count went to a
+// window that may be closed (found by TSan, which slows that gap). An exited thread's two
+// generations are both taken at its last drain.
 void Recorder::take_samples(ThreadBuffer& t, bool exited) {
+  const uint8_t taken = t.totals.taken_generation();
+  auto place = [&](const RangeRecord& r) {
+    const auto ahead = static_cast<int8_t>(static_cast<uint8_t>(r.counted_in - taken));
+    if (ahead == 0 || (exited && ahead == -1)) add_sample(r);
+    else if (ahead > 0 && !exited) t.counted_next.push_back(r);
+  };
   std::vector<RangeRecord> waiting;
   waiting.swap(t.counted_next);
-  for (const RangeRecord& r : waiting) add_sample(r);  // their table is the one just taken
-  const uint8_t taken = t.totals.taken_index();
-  t.ranges.drain([&](const RangeRecord& r) {
-    if (exited || r.counted_in == taken) add_sample(r);  // an exited thread's tables are both taken
-    else t.counted_next.push_back(r);
-  });
+  for (const RangeRecord& r : waiting) place(r);
+  t.ranges.drain(place);
 }
 
 void Recorder::drain() {

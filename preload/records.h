@@ -18,7 +18,7 @@ struct RangeRecord {
   uint32_t tid;        // thread that opened the range
   uint16_t depth;      // NVTX nesting level at push (0 = outermost); 0 for start/end
   RangeKind kind;
-  uint8_t counted_in = 0;  // which of the thread's two statistics tables counted it (ThreadAggregates)
+  uint8_t counted_in = 0;  // generation of the thread's statistics that counted it, low 8 bits (ThreadAggregates)
 };
 
 // Things lost or malformed, counted rather than hidden. Totals go into every file.

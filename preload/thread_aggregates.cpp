@@ -69,14 +69,16 @@ RangeTotals& ThreadAggregates::find_or_insert(Table& t, uint64_t key) {
   return t.slots[i].totals;
 }
 
-void ThreadAggregates::flip() { active_.store(active_.load(std::memory_order_relaxed) ^ 1, std::memory_order_relaxed); }
+void ThreadAggregates::flip() {
+  generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 
 ThreadAggregates::Table& ThreadAggregates::wait_for_old() {
   // After quiesce() the owner writes the new table; one that was already busy in the old one
   // finishes within a few instructions unless descheduled.
   for (int spins = 0; busy_.load(std::memory_order_acquire) != 0; ++spins)
     if (spins > 64) std::this_thread::yield();
-  return tables_[active_.load(std::memory_order_relaxed) ^ 1];
+  return tables_[(generation_.load(std::memory_order_relaxed) - 1) & 1];
 }
 
 }  // namespace laggard

@@ -49,8 +49,9 @@ class ThreadAggregates {
   // Owning thread. May allocate when a new key needs a larger table (rare, like interning).
   // Inline: this is the NVTX hot path (a few stores, one probe).
   // Returns how many ranges of this key the thread added since the flush thread last took them;
-  // *table says which of the two tables counted this one (the flush thread's taken_index()
-  // tells whether that table's counts are the ones it is taking now).
+  // *table gets the low 8 bits of the generation that counted this one (the flush thread's
+  // taken_generation() tells whether that generation's counts are the ones it is taking now,
+  // will take next, or took at an earlier drain).
   uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns, uint8_t* table) {
     const uint32_t outer = busy_.load(std::memory_order_relaxed);  // >0 only in a nested signal handler
     busy_.store(outer + 1, std::memory_order_relaxed);
@@ -59,9 +60,9 @@ class ThreadAggregates {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(writers_fence_.load(std::memory_order_relaxed), 0))
       std::atomic_thread_fence(std::memory_order_seq_cst);
-    const int index = active_.load(std::memory_order_relaxed);
-    *table = static_cast<uint8_t>(index);
-    Table& t = tables_[index];
+    const uint32_t generation = generation_.load(std::memory_order_relaxed);
+    *table = static_cast<uint8_t>(generation);
+    Table& t = tables_[generation & 1];
     const uint64_t key = (uint64_t(name) << 32 | parent) + 1;
     Slot& s = t.slots[slot_of(key, t.mask)];
     if (__builtin_expect(s.key == key, 1)) {
@@ -92,8 +93,11 @@ class ThreadAggregates {
     t.clear();
   }
 
-  // Flush thread, after flip(): the table take() reads (the one written before the flip).
-  uint8_t taken_index() const { return static_cast<uint8_t>(active_.load(std::memory_order_relaxed) ^ 1); }
+  // Flush thread, after flip(): the generation take() reads (the one written before the flip),
+  // low 8 bits, as add() hands them out. A generation is one table's use between two flips: the
+  // table index alone (one bit) cannot tell a range counted after this flip from one counted
+  // before the previous flip whose sample reached the ring late.
+  uint8_t taken_generation() const { return static_cast<uint8_t>(generation_.load(std::memory_order_relaxed) - 1); }
 
   // Once, before capture starts: registers for membarrier; writers fence when that fails.
   static void init_handover();
@@ -121,7 +125,7 @@ class ThreadAggregates {
   // true until membarrier is known to work: writers then pay a full fence per range.
   static inline std::atomic<bool> writers_fence_{true};
   std::atomic<uint32_t> busy_{0};  // >0 while the owner writes (a counter: signal handlers nest)
-  std::atomic<int> active_{0};     // written by the flush thread only
+  std::atomic<uint32_t> generation_{0};  // flips so far; the active table is generation_ & 1 (flush thread writes)
   Table tables_[2];
 };
 
