@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,19 +35,52 @@ std::vector<std::string> hang_files_in(const fs::path& dir) {
   return out;
 }
 
+// A number of a hang report as T: json::value(key, T) would convert a float or a too-large
+// value with undefined behaviour (a hang report is a file, as hostile as a rank file).
+template <typename T>
+T checked_number(const json& v, const char* key) {
+  using limits = std::numeric_limits<T>;
+  const auto bad = [key] { return std::runtime_error(std::string("hang report: '") + key + "' is not a valid number"); };
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(limits::max())) throw bad();
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < static_cast<int64_t>(limits::lowest()) || (i > 0 && static_cast<uint64_t>(i) > static_cast<uint64_t>(limits::max())))
+      throw bad();
+    return static_cast<T>(i);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // [lowest, max + 1): both ends exact in a double for every integer type used here.
+    if (!(d >= static_cast<double>(limits::lowest()) && d < 2.0 * static_cast<double>(limits::max() / 2 + 1)))
+      throw bad();
+    return static_cast<T>(d);
+  }
+  throw bad();
+}
+
+template <typename T>
+T number_or(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  return it == j.end() ? fallback : checked_number<T>(*it, key);
+}
+
 HangCollective parse_collective(const json& j) {
   HangCollective c;
   c.comm = j.value("comm", "");
   c.comm_name = j.value("comm_name", "");
   c.func = j.value("func", "");
-  c.seq = j.value("seq", uint64_t{0});
+  c.seq = number_or<uint64_t>(j, "seq", 0);
   c.p2p = j.contains("peer");
-  c.peer = j.value("peer", -1);
+  c.peer = number_or<int>(j, "peer", -1);
   c.host_stopped = j.value("host_stopped", false);
-  c.channels = j.value("channels", 0);
-  c.channels_started = j.value("channels_started", 0);
-  c.channels_stopped = j.value("channels_stopped", 0);
-  c.host_start_ns = j.value("host_start_ns", int64_t{0});
+  c.channels = number_or<int>(j, "channels", 0);
+  c.channels_started = number_or<int>(j, "channels_started", 0);
+  c.channels_stopped = number_or<int>(j, "channels_stopped", 0);
+  c.host_start_ns = number_or<int64_t>(j, "host_start_ns", 0);
   return c;
 }
 
@@ -201,28 +235,28 @@ RankHang parse_hang_report(const json& j, const std::string& path) {
     throw std::runtime_error("not a laggard hang report (schema is not \"laggard-hang\")");
   RankHang r;
   r.path = path;
-  r.rank = j.at("rank").get<int>();
-  if (j.contains("world_size") && j["world_size"].is_number_integer()) r.world_size = j["world_size"].get<int>();
-  r.index = j.value("index", 0);
+  r.rank = checked_number<int>(j.at("rank"), "rank");
+  if (j.contains("world_size") && j["world_size"].is_number_integer()) r.world_size = checked_number<int>(j["world_size"], "world_size");
+  r.index = number_or<int>(j, "index", 0);
   r.run_id = j.value("run_id", "");
   r.host = j.value("host", "");
-  r.pid = j.value("pid", 0L);
+  r.pid = number_or<long>(j, "pid", 0);
   r.unwinder = j.value("unwinder", "");
   if (j.contains("python") && j["python"].is_string()) r.python = j["python"].get<std::string>();
-  r.written_ns = j.value("written_ns", int64_t{0});
-  r.last_progress_ns = j.value("last_progress_ns", int64_t{0});
+  r.written_ns = number_or<int64_t>(j, "written_ns", 0);
+  r.last_progress_ns = number_or<int64_t>(j, "last_progress_ns", 0);
   r.hang_s = j.value("hang_s", 0.0);
   for (const json& t : j.value("threads", json::array())) {
     HangThread ht;
-    ht.tid = t.value("tid", 0u);
+    ht.tid = number_or<unsigned>(t, "tid", 0);
     ht.name = t.value("name", "");
     ht.status = t.value("status", "");
     ht.main = t.value("main", false);
     for (const json& f : t.value("frames", json::array())) {
       HangFrame hf;
-      hf.pc = f.value("pc", uint64_t{0});
-      hf.module_base = f.value("module_base", uint64_t{0});
-      hf.offset = f.value("offset", uint64_t{0});
+      hf.pc = number_or<uint64_t>(f, "pc", 0);
+      hf.module_base = number_or<uint64_t>(f, "module_base", 0);
+      hf.offset = number_or<uint64_t>(f, "offset", 0);
       hf.module = f.value("module", "");
       hf.symbol = f.value("symbol", "");
       ht.frames.push_back(std::move(hf));

@@ -99,7 +99,7 @@ void read_late(const json& g, const std::vector<uint32_t>& ids, CaptureWindow& o
 void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out,
                      std::string_view binary_records) {
   out.gpu_sampled = g.value("sampled", false);
-  out.gpu_launches = g.value("launches", uint64_t{0});
+  out.gpu_launches = values::unsigned_or_zero(g, "launches", "gpu.launches");
   out.gpu_starved = g.value("starved", std::string());
   out.gpu_clock_problem = g.value("clock_problem", std::string());
   std::vector<uint32_t> ids;

@@ -3,6 +3,7 @@
 #include "nccl_gpu_checks.h"
 
 #include <algorithm>
+#include <climits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -55,23 +56,24 @@ void read_drops_and_plugin(const json& nccl, CaptureWindow& w) {
   for (const auto& [key, value] : dropped.items())
     w.dropped["nccl_" + key] += values::count(value, "nccl.dropped");
   if (auto pl = nccl.find("plugin"); pl != nccl.end() && pl->is_object()) {
-    w.nccl_table = pl->value("table", 0);
+    auto table = pl->find("table");
+    w.nccl_table = table == pl->end() ? 0 : static_cast<int>(values::integer(*table, INT_MIN, INT_MAX, "nccl.plugin.table"));
     w.nccl_kernel_events = pl->value("kernel_events", std::string());
   }
 }
 
 void read_p2p(const json& nccl, const std::vector<Comm>& comms, CaptureWindow& w) {
   for (const json& p : nccl.value("p2p", json::array())) {
-    size_t c = p.at("comm").get<size_t>();
+    const auto c = static_cast<size_t>(values::integer(p.at("comm"), 0, INT32_MAX, "nccl.p2p.comm"));
     if (c >= comms.size()) throw std::runtime_error("nccl.p2p names no communicator");
     CaptureWindow::P2pCounts pc;
     pc.comm = comms[c].id;
     pc.comm_nranks = comms[c].nranks;
     pc.comm_rank = comms[c].rank;
-    pc.sends = p.value("sends", uint64_t{0});
-    pc.recvs = p.value("recvs", uint64_t{0});
-    pc.send_bytes = p.value("send_bytes", uint64_t{0});
-    pc.recv_bytes = p.value("recv_bytes", uint64_t{0});
+    pc.sends = values::unsigned_or_zero(p, "sends", "nccl.p2p.sends");
+    pc.recvs = values::unsigned_or_zero(p, "recvs", "nccl.p2p.recvs");
+    pc.send_bytes = values::unsigned_or_zero(p, "send_bytes", "nccl.p2p.send_bytes");
+    pc.recv_bytes = values::unsigned_or_zero(p, "recv_bytes", "nccl.p2p.recv_bytes");
     w.p2p.push_back(pc);
   }
 }

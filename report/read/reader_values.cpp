@@ -60,4 +60,11 @@ double seconds(const nlohmann::json& v, double hi, const char* what) {
   return d;
 }
 
+uint64_t unsigned_or_zero(const nlohmann::json& object, const char* key, const char* what) {
+  auto it = object.find(key);
+  if (it == object.end()) return 0;
+  if (!it->is_number_unsigned()) throw std::runtime_error(std::string(what) + ": not a count");
+  return it->get<uint64_t>();
+}
+
 }  // namespace laggard::report::values

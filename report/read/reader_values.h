@@ -25,5 +25,9 @@ int64_t time_ns(const nlohmann::json& v, const char* what);  // [0, kMaxTimeNs]
 int64_t dur_ns(const nlohmann::json& v, const char* what);   // [0, kMaxDurNs]
 int64_t offset_ns(const nlohmann::json& v, const char* what);  // [-kMaxDurNs, kMaxDurNs]
 double seconds(const nlohmann::json& v, double hi, const char* what);  // finite, [0, hi]
+// object[key] as json::value(key, uint64_t{0}) reads a valid file: 0 when absent, an unsigned
+// integer as it is; anything else (a float, a negative number: value() would convert it, the
+// float with undefined behaviour -- found by fuzz_reader) throws.
+uint64_t unsigned_or_zero(const nlohmann::json& object, const char* key, const char* what);
 
 }  // namespace laggard::report::values

@@ -146,6 +146,28 @@ TEST(ReaderSafety, AWindowDecadesLongIsLeftOut) {
   full_report_runs(tmp.path);
 }
 
+// Found by fuzz_reader under UBSan: "launches": 9.2e19 was read with json::value(key,
+// uint64_t), a float-to-integer conversion out of range (undefined behaviour); likewise the
+// NCCL plugin table and p2p counts. Anything but an unsigned integer leaves its window out.
+TEST(ReaderSafety, CountsThatAreFloatsOrNegativeLeaveTheirWindowOut) {
+  TempDir tmp;
+  json gpu = rank_file(0, 2, 4);
+  gpu["windows"][1]["gpu"] = {{"sampled", false}, {"launches", 9.2e19}};
+  gpu["windows"][2]["gpu"] = {{"sampled", false}, {"launches", -5}};
+  write(tmp.path, gpu);
+  json nccl = rank_file(1, 2, 4);
+  nccl["windows"][3]["nccl"] = {{"comms", {{{"id", "c0"}, {"nranks", 1}, {"rank", 0}}}},
+                                {"p2p", {{{"comm", 0}, {"sends", 1e300}}}}};
+  write(tmp.path, nccl);
+  rep::RunModel m = rep::read_run(tmp.path.string());
+  ASSERT_EQ(m.ranks.size(), 2u);
+  EXPECT_EQ(m.ranks[0].windows.size(), 2u) << problems_of(m);
+  EXPECT_EQ(m.ranks[1].windows.size(), 3u) << problems_of(m);
+  EXPECT_NE(problems_of(m).find("gpu.launches"), std::string::npos) << problems_of(m);
+  EXPECT_NE(problems_of(m).find("nccl.p2p.sends"), std::string::npos) << problems_of(m);
+  full_report_runs(tmp.path);
+}
+
 // Found by fuzz_reader (tests/fuzz): a GPU stream event's device of -2e91 was converted to
 // int32_t unchecked (undefined behaviour, garbage in the model). Its window is left out, named.
 TEST(ReaderSafety, StreamEventValuesOutOfRangeLeaveTheirWindowOut) {
