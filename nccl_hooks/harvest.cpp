@@ -8,11 +8,6 @@
 #include "profiler.h"
 
 namespace laggard::nccl {
-namespace {
-
-constexpr uint64_t kNoGpuStart = std::numeric_limits<uint64_t>::max();
-
-}  // namespace
 
 uint8_t Profiler::element_size(uint16_t datatype) {
   if (datatype >= element_sizes_.size()) return 0;

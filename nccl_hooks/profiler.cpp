@@ -14,8 +14,6 @@
 namespace laggard::nccl {
 namespace {
 
-constexpr uint64_t kNoGpuStart = std::numeric_limits<uint64_t>::max();
-
 // Handle word: generation (32) | slot index (24) | channel (6) | tag (2). Never zero: tag >= 1.
 void* encode(uint32_t tag, uint32_t channel, uint32_t index, uint32_t gen) {
   uint64_t v = uint64_t{gen} << 32 | uint64_t{index & 0xffffff} << 8 | uint64_t{channel & 63} << 2 | tag;

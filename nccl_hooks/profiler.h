@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,8 @@ class Profiler {
  private:
   enum : uint32_t { kTagGroup = 1, kTagOp = 2, kTagKernel = 3 };
   enum : uint32_t { kLive = 1, kHostStopped = 2 };
+  // A slot's gpu_start before any channel reported one (the minimum is taken over channels).
+  static constexpr uint64_t kNoGpuStart = std::numeric_limits<uint64_t>::max();
 
   struct alignas(64) Slot {
     std::atomic<uint32_t> gen{0};         // odd while in use; a handle carries the gen it was issued with

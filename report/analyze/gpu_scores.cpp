@@ -49,7 +49,7 @@ struct Scoped {
   std::vector<std::pair<int, KernelMap>> by_window;  // (report window, kernels), by window
 };
 
-struct RankAcc {
+struct RankKernelTotals {
   Scoped all;
   std::map<std::string, Scoped> sections;
 };
@@ -132,12 +132,12 @@ KernelMap fold(std::vector<StatEntry>::const_iterator b, std::vector<StatEntry>:
 }
 
 // The rank's gathered statistics as its scopes, whole run and per report window.
-RankAcc build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
+RankKernelTotals build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
   auto order = [](const StatEntry& a, const StatEntry& b) {
     return std::tie(a.scope, a.window, a.key) < std::tie(b.scope, b.window, b.key);
   };
   std::stable_sort(rb.entries.begin(), rb.entries.end(), order);
-  RankAcc acc;
+  RankKernelTotals acc;
   for (auto b = rb.entries.begin(); b != rb.entries.end();) {
     auto e = std::find_if(b, rb.entries.end(),
                           [&](const StatEntry& x) { return x.scope != b->scope || x.window != b->window; });
@@ -197,7 +197,7 @@ struct GpuWork {
   GpuScoreReport& out;
   int nwin = 1;
   double window_ns = 1e10;
-  std::vector<RankAcc> acc;                              // per rank index
+  std::vector<RankKernelTotals> acc;                              // per rank index
   TopMap top;
   std::vector<std::map<int, GpuWindowRank>> per_window;  // per rank index
   // Where each rank's scores sit in out.windows: (window, index in it), by window.
@@ -356,7 +356,7 @@ void score_all(GpuWork& w) {
       [&](size_t ri, const GpuScore& s) { w.out.ranks[ri].score = s; },
       [&](size_t ri, int k, const GpuScore& s) { w.per_window[ri][k].score = s; });
   std::set<std::string> sections;
-  for (const RankAcc& a : w.acc)
+  for (const RankKernelTotals& a : w.acc)
     for (const auto& [name, s] : a.sections) sections.insert(name);
   for (const std::string& name : sections) {
     score_scope(

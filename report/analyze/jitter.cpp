@@ -174,7 +174,7 @@ class Slots {
     uint32_t name;
     int occurrence;
   };
-  struct Acc {  // what the slot is (its per-rank sums are in RankAcc::slot_sums)
+  struct Acc {  // what the slot is (its per-rank sums are in RankStepSeries::slot_sums)
     bool nccl = false;
     uint32_t section = StringTable::kNone;
   };
@@ -192,7 +192,7 @@ struct SlotSums {
 };
 
 // Per rank over the steps, for RankJitter and the slot summaries.
-struct RankAcc {
+struct RankStepSeries {
   std::vector<double> end_div, dur_excess, gap_excess, step_ns, arrival_excess;
   std::vector<SlotSums> slot_sums;  // by slot id; one rank's cells together: fill_cell walks them in launch order
   int worst = 0, last = 0, with_collective = 0;
@@ -307,7 +307,7 @@ struct JitterRun {
   JitterReport& rep;
   std::vector<RankIndex> ranks;
   Slots slots;
-  std::vector<RankAcc> racc;
+  std::vector<RankStepSeries> racc;
   // Per step, reused: each present rank's kernels, and their grouping across ranks.
   std::vector<std::vector<Obs>> obs;
   StepGroups groups;
@@ -386,7 +386,7 @@ class SectionSums {
 // Rank r's cell of step k: its excesses over the cross-rank medians, and the run-wide sums.
 void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArrivals& arrivals,
                RankStepJitter& cell) {
-  RankAcc& acc = run.racc[r];
+  RankStepSeries& acc = run.racc[r];
   const StepGroups& g = run.groups;
   acc.end_div.push_back(divergence);
   cell.present = true;
@@ -485,7 +485,7 @@ void analyze_step(JitterRun& run, int k) {
 
 RankJitter rank_summary(const JitterRun& run, size_t r) {
   const RankData& d = run.model.ranks[r];
-  const RankAcc& acc = run.racc[r];
+  const RankStepSeries& acc = run.racc[r];
   RankJitter rj;
   rj.rank = d.rank;
   rj.host = d.host;

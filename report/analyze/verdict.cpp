@@ -9,13 +9,12 @@
 #include "section_steps.h"
 #include "stats.h"
 #include "verdict_context.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
 
 constexpr double kHuge = 1e9;
-
-double ms(double ns) { return ns / 1e6; }
 
 struct Decomposition {
   double excess = 0, compute = 0, memory = 0, gaps = 0, pre_collective = 0;
@@ -159,7 +158,6 @@ Finding finding_of(const Decomposition& d, const RankJitter& rj, const char* kin
   return f;
 }
 
-
 // Longest run of consecutive report windows in a sorted list of window indices.
 int longest_run(const std::vector<int>& windows) {
   int run = 0, best = 0;
@@ -193,7 +191,6 @@ double robust_z(double x, const std::vector<double>& xs) {
   if (mad <= 0) return x > m ? kHuge : x < m ? -kHuge : 0;
   return (x - m) / (1.4826 * mad);
 }
-
 
 void add_excess_evidence(Finding& f, const Excess& x, double step_ns) {
   const double steps = x.last - x.first + 1;

@@ -8,11 +8,10 @@
 
 #include "stats.h"
 #include "verdict_context.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
-
-double ms(double ns) { return ns / 1e6; }
 
 struct Candidate {
   Excess x;

@@ -359,13 +359,6 @@ Segment parse_segment_text(const std::string& text, const std::string& path, Str
 
 namespace {
 
-uint64_t occurrence_count(const RankData& r) {
-  uint64_t n = 0;
-  for (const auto& w : r.windows)
-    for (const auto& s : w.sections) n += s.count;
-  return n;
-}
-
 // Counters that are not records lost: samples left unstored (statistics stay exact), the
 // app's own NVTX misuse (said apart, below: an nvtxRangeEnd of an evicted range is counted as
 // evicted already), ranges the filter left out and ranges folded into "(other)" (said apart).

@@ -5,14 +5,14 @@
 #include <fmt/format.h>
 
 namespace laggard::report {
-namespace {
-
 uint64_t occurrence_count(const RankData& r) {
   uint64_t n = 0;
   for (const auto& w : r.windows)
     for (const auto& s : w.sections) n += s.count;
   return n;
 }
+
+namespace {
 
 bool started_by_another_writer(const RankData& p, const std::vector<RankData>& procs) {
   if (p.ppid <= 0) return false;  // schema < 4: unknown

@@ -8,6 +8,9 @@
 
 namespace laggard::report {
 
+// Section occurrences a process recorded over all its windows.
+uint64_t occurrence_count(const RankData& r);
+
 // Chooses the process that stands for one rank among all that wrote it (at least one), moves it
 // to the front of `procs`, and says what was chosen and why when there was a choice. The rule:
 // a process started by another writer of the same rank on the same host (its ppid is that

@@ -1,12 +1,11 @@
 #include "render_analyses.h"
 #include "render_gpu.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
 
 using nlohmann::json;
-
-double ms(double ns) { return ns / 1e6; }
 
 json temporal_json(const Temporal& t) {
   return {{"span_ms", ms(t.span_ns)}, {"compute_ms", ms(t.compute_ns)}, {"comm_ms", ms(t.comm_ns)},

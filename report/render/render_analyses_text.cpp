@@ -6,11 +6,11 @@
 #include "render_analyses.h"
 #include "render_gpu.h"
 #include "text_lists.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
 
-double ms(double ns) { return ns / 1e6; }
 std::string pct(double x) { return fmt::format("{:.0f}%", 100 * x); }
 
 template <class T, class Less>

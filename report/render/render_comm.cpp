@@ -7,13 +7,12 @@
 #include <fmt/format.h>
 
 #include "text_lists.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
 
 using nlohmann::json;
-
-double ms(double ns) { return ns / 1e6; }
 
 std::string bytes_str(uint64_t b) {
   if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(b) / (1ull << 30));

@@ -1,4 +1,5 @@
 #include "render_csv.h"
+#include "units.h"
 
 #include <cmath>
 #include <filesystem>
@@ -9,7 +10,6 @@
 namespace laggard::report {
 namespace {
 
-double ms(double ns) { return ns / 1e6; }
 std::string num(double x) { return csv_number(x); }
 std::string num(const std::optional<double>& x) { return x ? csv_number(*x) : std::string(); }
 std::string integer(int64_t x) { return std::to_string(x); }
@@ -17,7 +17,7 @@ std::string count(uint64_t x) { return std::to_string(x); }
 std::string flag(bool b) { return b ? "true" : "false"; }
 std::string text(std::string_view s) { return csv_text(s); }
 
-std::string join(const std::vector<int>& v) {  // "0 3 5": one cell, no comma to quote
+std::string space_separated(const std::vector<int>& v) {  // "0 3 5": one cell, no comma to quote
   std::string s;
   for (int x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
   return s;
@@ -63,7 +63,7 @@ CsvTable stragglers(const ScoreReport& rep) {
              {}};
   auto add = [&](const Straggler& s, bool whole_run) {
     t.rows.push_back({integer(s.rank), text(s.host), text(s.scope), text(s.section), text(s.metric), num(s.score),
-                      num(s.threshold), flag(whole_run), join(s.windows)});
+                      num(s.threshold), flag(whole_run), space_separated(s.windows)});
   };
   for (const Straggler& s : rep.stragglers) add(s, true);
   for (const Straggler& s : rep.window_stragglers) add(s, false);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "json_values.h"
 #include "score_text.h"
 #include "text_lists.h"
 
@@ -15,7 +16,6 @@ namespace {
 using nlohmann::json;
 
 std::string score_str(const std::optional<double>& s, double threshold) { return s ? score_text(*s, threshold) : "-"; }
-json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 std::string shorten(std::string s, size_t max) {
   if (s.size() <= max) return s;
@@ -25,8 +25,8 @@ std::string shorten(std::string s, size_t max) {
 json score_json(const GpuScore& s) {
   return {{"kernels", s.kernels},
           {"kernel_ms", double(s.kernel_ns) / 1e6},
-          {"relative_score", opt(s.relative)},
-          {"individual_score", opt(s.individual)}};
+          {"relative_score", json_or_null(s.relative)},
+          {"individual_score", json_or_null(s.individual)}};
 }
 
 json sections_json(const std::map<std::string, GpuScore>& m) {
@@ -211,8 +211,8 @@ json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
                      {"memset_count", r.memset_count},
                      {"memset_ms", double(r.memset_ns) / 1e6},
                      {"graph_kernels", r.graph_count},
-                     {"relative_score", opt(r.score.relative)},
-                     {"individual_score", opt(r.score.individual)},
+                     {"relative_score", json_or_null(r.score.relative)},
+                     {"individual_score", json_or_null(r.score.individual)},
                      {"completeness", r.completeness},
                      {"records", r.records},
                      {"lost_records", r.lost},
@@ -225,8 +225,8 @@ json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
     json rs = json::array();
     for (const GpuWindowRank& wr : gpu.windows[k])
       rs.push_back({{"rank", wr.rank},
-                    {"relative_score", opt(wr.score.relative)},
-                    {"individual_score", opt(wr.score.individual)},
+                    {"relative_score", json_or_null(wr.score.relative)},
+                    {"individual_score", json_or_null(wr.score.individual)},
                     {"kernels", wr.score.kernels},
                     {"sections", sections_json(wr.sections)}});
     windows.push_back({{"index", k}, {"ranks", rs}});

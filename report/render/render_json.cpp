@@ -1,4 +1,5 @@
 #include "render.h"
+#include "json_values.h"
 #include "render_paused.h"
 
 namespace laggard::report {
@@ -6,15 +7,13 @@ namespace {
 
 using nlohmann::json;
 
-json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 json section_json(const SectionScore& s) {
   return {{"count", s.count},
           {"median_ms", s.median_ns / 1e6},
           {"median_from_sample", s.median_from_sample},
           {"share", s.share},
-          {"relative_score", opt(s.relative)},
-          {"individual_score", opt(s.individual)}};
+          {"relative_score", json_or_null(s.relative)},
+          {"individual_score", json_or_null(s.individual)}};
 }
 
 json sections_json(const RankScores& r) {

@@ -10,7 +10,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace binary_files_test {
 
 using nlohmann::json;
 

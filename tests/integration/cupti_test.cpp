@@ -8,7 +8,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace cupti_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -283,7 +283,7 @@ TEST_F(Cupti, ProfilingIntervalSamplesOneWindowInN) {
 }  // namespace laggard::test
 
 namespace laggard::test {
-namespace {
+namespace cupti_test {
 
 // Issue 9 item 7 (and 10): torch.profiler runs for steps 3..5 of 12. While it holds the
 // process-wide activity API, laggard marks its windows starved, naming it; when it stops,

@@ -9,7 +9,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace gen_synthetic_test {
 
 const std::string kGen = kBin + "/laggard-gen-synthetic";
 

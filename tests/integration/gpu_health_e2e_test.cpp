@@ -3,7 +3,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace gpu_health_e2e_test {
 
 TEST_F(Scratch, GpuHealthFromFakeNvmlFlagsTheThrottledGpu) {
   std::vector<std::string> argv = {kLaggard, "run", "--nproc", "4", "--flush-s", "0.3", "--out", out(), "--",

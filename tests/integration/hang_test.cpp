@@ -6,7 +6,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace hang_test {
 
 namespace fs = std::filesystem;
 const std::string kHangDemo = kBin + "/laggard-hang-demo";

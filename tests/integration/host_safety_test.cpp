@@ -16,7 +16,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace host_safety_test {
 
 namespace fs = std::filesystem;
 

@@ -22,7 +22,7 @@
 #include "report_command.h"
 
 namespace laggard::test {
-namespace {
+namespace html_browser_test {
 
 namespace fs = std::filesystem;
 

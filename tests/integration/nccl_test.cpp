@@ -8,7 +8,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace nccl_test {
 
 namespace fs = std::filesystem;
 

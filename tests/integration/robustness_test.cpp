@@ -10,7 +10,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace robustness_test {
 
 namespace fs = std::filesystem;
 
@@ -196,7 +196,7 @@ TEST_F(Robustness, ReportOfNothingIsAClearError) {
 }  // namespace laggard::test
 
 namespace laggard::test {
-namespace {
+namespace robustness_test {
 
 // The library must load into any process: no vendor libraries, no C++ runtime of its own to
 // clash with the host's, and nothing exported but the entry points tools look up by name.

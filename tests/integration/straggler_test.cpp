@@ -4,7 +4,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace straggler_test {
 
 using EndToEnd = Scratch;
 
@@ -112,7 +112,7 @@ TEST_F(EndToEnd, RunWithReportFlagPrintsTheReport) {
 }  // namespace laggard::test
 
 namespace laggard::test {
-namespace {
+namespace straggler_test {
 
 TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   ASSERT_EQ(run_demo(4, {"--steps", "12"}).exit_code, 0);

@@ -10,7 +10,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace verdict_e2e_test {
 
 const std::vector<std::string> kLoop = {"--steps", "40", "--step-ms", "15"};
 

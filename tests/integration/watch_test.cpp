@@ -21,7 +21,7 @@
 #include "harness.h"
 
 namespace laggard::test {
-namespace {
+namespace watch_test {
 
 using Watch = Scratch;
 using namespace std::chrono_literals;

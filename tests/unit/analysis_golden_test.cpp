@@ -16,7 +16,7 @@
 #include "synthetic_run.h"
 
 namespace laggard {
-namespace {
+namespace analysis_golden_test {
 
 using synth::Fault;
 using synth::Spec;

@@ -14,7 +14,7 @@
 #include "verdict.h"
 
 namespace laggard::report {
-namespace {
+namespace analysis_test {
 
 using synth::Fault;
 using synth::Spec;
@@ -288,7 +288,7 @@ TEST(Verdict, RobustZ) {
 #include "render_analyses.h"
 
 namespace laggard::report {
-namespace {
+namespace analysis_test {
 
 TEST(Cut, RanksHostsStepsAndSections) {
   Spec spec;
@@ -387,7 +387,7 @@ TEST(Render, AnalysesJsonHasVerdictAndCuts) {
 #include "render_trace.h"
 
 namespace laggard::report {
-namespace {
+namespace analysis_test {
 
 TEST(Render, ChromeTraceHasEveryRankAndKind) {
   Spec spec;

@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace binary_format_test {
 
 using laggard::testing::TempDir;
 using laggard::report::GpuActivity;

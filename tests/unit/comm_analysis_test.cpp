@@ -7,7 +7,7 @@
 #include "comm_analysis.h"
 
 namespace laggard::report {
-namespace {
+namespace comm_analysis_test {
 
 constexpr int64_t kT0 = 1'800'000'000'000'000'000;
 constexpr int64_t kMs = 1'000'000, kUs = 1'000;

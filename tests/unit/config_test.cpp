@@ -3,7 +3,7 @@
 #include "config.h"
 
 namespace laggard {
-namespace {
+namespace config_test {
 
 TEST(Config, DefaultsWhenNothingIsSet) {
   ConfigResult r = parse_config(map_env({}));
@@ -143,7 +143,7 @@ TEST(Config, BadGpuValuesWarnAndKeepDefaults) {
 }  // namespace laggard
 
 namespace laggard {
-namespace {
+namespace config_test {
 
 TEST(Config, NcclSwitch) {
   EXPECT_TRUE(parse_config(map_env({})).config.nccl);

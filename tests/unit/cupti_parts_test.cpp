@@ -17,7 +17,7 @@
 #include "temp_dir.h"
 
 namespace laggard::cupti {
-namespace {
+namespace cupti_parts_test {
 
 TEST(CorrelationTable, FindsWhatEnterAndExitWrote) {
   CorrelationTable t(64);

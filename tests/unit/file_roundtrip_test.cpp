@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace file_roundtrip_test {
 
 using laggard::testing::TempDir;
 
@@ -198,7 +198,7 @@ TEST(FileRoundTrip, EmptyOrMissingDirectory) {
 
 }  // namespace
 
-namespace {
+namespace file_roundtrip_test {
 
 TEST(FileRoundTrip, TwoProcessesClaimingOneRankAreReported) {
   TempDir tmp;
@@ -218,7 +218,7 @@ TEST(FileRoundTrip, TwoProcessesClaimingOneRankAreReported) {
 
 }  // namespace
 
-namespace {
+namespace file_roundtrip_test {
 
 // Schema version 4 (docs/schema.md, "Version 4: NVTX"): domain, folded and median_from_sample
 // survive; "(other)" is counted, never a section; a filter that kept nothing says how much it

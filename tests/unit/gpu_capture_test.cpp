@@ -14,7 +14,7 @@
 #include "gpu_capture.h"
 
 namespace laggard::cupti {
-namespace {
+namespace gpu_capture_test {
 
 using fake::FakeCupti;
 using fake::KernelSpec;

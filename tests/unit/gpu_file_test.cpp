@@ -17,7 +17,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace gpu_file_test {
 
 using laggard::testing::TempDir;
 
@@ -229,10 +229,6 @@ TEST(GpuFile, MalformedGpuColumnsLeaveOutTheWindow) {
   EXPECT_NE(m.problems[0].message.find("dur_ns"), std::string::npos) << m.problems[0].message;
 }
 
-}  // namespace
-
-namespace {
-
 // Issue 9 items 7, 9, 10: schema v4 CUPTI fields, and what the report makes of them.
 TEST(GpuFile, StarvedWindowsAndClockProblemsAreProblemsAndTheStatusIsNotOn) {
   TempDir tmp;
@@ -279,8 +275,6 @@ TEST(GpuFile, StarvedWindowsAndClockProblemsAreProblemsAndTheStatusIsNotOn) {
   EXPECT_TRUE(kinds.count("gpu_starved"));
   EXPECT_TRUE(kinds.count("gpu_clock"));
 }
-
-}  // namespace
 
 // Schema v5, "Version 5: late GPU records": window 1's file carries statistics for window 0
 // (CUPTI delivered them after window 0 was written); the reader adds them to window 0, merging
@@ -424,3 +418,5 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   EXPECT_EQ(s.kind, GpuKind::kernel);
   EXPECT_FALSE(s.nccl);
 }
+
+}  // namespace gpu_file_test

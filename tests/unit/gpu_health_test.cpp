@@ -7,7 +7,7 @@
 #include "health_analysis.h"
 
 namespace laggard {
-namespace {
+namespace gpu_health_test {
 
 struct FakeEnv {
   explicit FakeEnv(const char* slow) {

@@ -10,7 +10,7 @@
 #include "scores.h"
 
 namespace laggard::report {
-namespace {
+namespace gpu_scores_test {
 
 constexpr int64_t kS = 1'000'000'000;
 

@@ -20,7 +20,7 @@
 using namespace laggard::report;
 namespace fs = std::filesystem;
 
-namespace {
+namespace hta_parity_test {
 
 struct TemporalRef { int rank; int64_t idle, compute, non_compute, kernel_time; };
 struct IdleRef { int rank; uint32_t stream; int64_t host_wait, kernel_wait, other; };
@@ -184,8 +184,6 @@ void for_each_set(F check) {
   if (!present) GTEST_SKIP() << "HTA's traces are absent (../shared/traces/kineto-hta); skipped";
 }
 
-}  // namespace
-
 TEST(HtaParity, TemporalBreakdown) {
   for_each_set([](const SetRef& set, const HtaReport& h) {
     for (const TemporalRef& t : set.temporal) {
@@ -255,8 +253,6 @@ TEST(HtaParity, KernelTypeNamesFollowHtaPatterns) {
   EXPECT_EQ(hta_kernel_type("void cudnn::bn_bw_1C11_kernel_new<float>(float)"), "COMPUTATION");
 }
 
-namespace {
-
 RankData two_kernels(int64_t gap_ns, int64_t launch_end_into_gap_ns) {
   RankData r;
   CaptureWindow w;
@@ -278,8 +274,6 @@ RankData two_kernels(int64_t gap_ns, int64_t launch_end_into_gap_ns) {
   return r;
 }
 
-}  // namespace
-
 // HTA's cut is 30 in the trace's unit, µs (its docstring says ns); laggard's default was 30 ns.
 TEST(LaggardBreakdown, KernelWaitCutIs30MicrosecondsAsInHta) {
   RankData r = two_kernels(10'000, -50'000);  // 10 µs gap, launched long before
@@ -296,3 +290,5 @@ TEST(LaggardBreakdown, HostWaitIsTestedBeforeKernelWait) {
   EXPECT_EQ(s.other_ns, 6'000);
   EXPECT_EQ(s.kernel_wait_ns, 0);
 }
+
+}  // namespace hta_parity_test

@@ -13,7 +13,7 @@
 #include "report_command.h"
 
 namespace laggard::report {
-namespace {
+namespace html_report_test {
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;

@@ -21,7 +21,7 @@
 using namespace laggard::report;
 namespace fs = std::filesystem;
 
-namespace {
+namespace import_test {
 
 const std::string kTraces = LAGGARD_SHARED_TRACES;
 const std::string kHta = kTraces + "/kineto-hta/tests/data";
@@ -58,8 +58,6 @@ void spit(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;
 }
-
-}  // namespace
 
 // Counts from the file itself (python json over the .gz): 1154 kernel, 40 gpu_memcpy, 10 gpu_memset,
 // 73 user_annotation events, distributedInfo {"rank": 0, "world_size": 128}.
@@ -428,3 +426,5 @@ TEST(ImportCommand, BadInputIsSkippedWithOneLineAndTheRestImported) {
   o.out = (tmp.path / "run2").string();
   EXPECT_EQ(laggard::cli::import_command(o, out, err), 2);
 }
+
+}  // namespace import_test

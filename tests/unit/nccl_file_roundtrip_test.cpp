@@ -13,7 +13,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace nccl_file_roundtrip_test {
 
 using laggard::testing::TempDir;
 

@@ -6,7 +6,7 @@
 #include "nccl_gpu_checks.h"
 
 namespace laggard::report {
-namespace {
+namespace nccl_gpu_checks_test {
 
 constexpr int64_t kT0 = 1'800'000'000'000'000'000;
 constexpr int64_t kMs = 1'000'000, kUs = 1'000;

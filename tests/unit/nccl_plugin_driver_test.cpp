@@ -28,7 +28,7 @@ namespace nabi = laggard::nccl::abi;
 using laggard::report::Collective;
 using laggard::report::RunModel;
 
-namespace {
+namespace nccl_plugin_driver_test {
 
 constexpr int kExpectedMask = nabi::kColl | nabi::kP2p | nabi::kKernelCh;
 

@@ -9,7 +9,7 @@
 #include "plugin_env.h"
 
 namespace laggard::nccl {
-namespace {
+namespace nccl_plugin_env_test {
 
 TEST(NcclPluginEnv, UnsetGetsTheSoname) {
   for (const char* current : {static_cast<const char*>(nullptr), ""}) {

@@ -9,7 +9,7 @@
 #include "string_cache.h"
 
 namespace laggard::nccl {
-namespace {
+namespace nccl_profiler_test {
 
 constexpr int64_t kSec = 1'000'000'000;
 

@@ -8,7 +8,7 @@
 #include "thread_registry.h"
 
 namespace laggard::nccl {
-namespace {
+namespace nccl_watch_test {
 
 constexpr int64_t kSec = 1'000'000'000;
 

@@ -27,7 +27,7 @@
 namespace fs = std::filesystem;
 using namespace fake_nvtx;
 
-namespace {
+namespace nvtx_hostile_test {
 
 using PushA = int (*)(const char*);
 using PushW = int (*)(const wchar_t*);

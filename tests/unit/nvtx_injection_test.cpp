@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace nvtx_injection_test {
 
 NvtxFunctionPointer g_core[NVTX_CBID_CORE_SIZE];
 NvtxFunctionPointer g_core2[NVTX_CBID_CORE2_SIZE];

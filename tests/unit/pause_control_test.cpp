@@ -25,7 +25,7 @@
 #include "start_end_table.h"
 
 namespace laggard {
-namespace {
+namespace pause_control_test {
 
 namespace fs = std::filesystem;
 
@@ -376,7 +376,7 @@ TEST(PausedRanges, StartEndRangesFollowTheSameRule) {
 #include "writer.h"
 
 namespace laggard {
-namespace {
+namespace pause_control_test {
 
 FileInfo rank_info(int rank) {
   FileInfo fi = testing::file_info("run1", rank, 2, 100 + rank);

@@ -10,7 +10,7 @@
 #include "start_end_table.h"
 
 namespace laggard {
-namespace {
+namespace range_stack_test {
 
 struct Fixture : ::testing::Test {
   NameTable names{"", 100};

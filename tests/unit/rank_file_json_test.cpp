@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace rank_file_json_test {
 
 using laggard::testing::TempDir;
 

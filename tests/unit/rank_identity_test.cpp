@@ -3,7 +3,7 @@
 #include "rank_identity.h"
 
 namespace laggard {
-namespace {
+namespace rank_identity_test {
 
 RankResult detect(std::map<std::string, std::string> vars) { return detect_rank(map_env(vars), "node7", 4242); }
 

@@ -15,7 +15,7 @@
 #include "reader_fast.h"
 #include "reader_segment.h"
 
-namespace {
+namespace reader_fast_test {
 
 using nlohmann::json;
 namespace rep = laggard::report;

@@ -16,7 +16,7 @@
 #include "scores.h"
 #include "temp_dir.h"
 
-namespace {
+namespace reader_safety_test {
 
 using nlohmann::json;
 using laggard::testing::TempDir;

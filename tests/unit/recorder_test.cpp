@@ -8,7 +8,7 @@
 #include "recorder.h"
 
 namespace laggard {
-namespace {
+namespace recorder_test {
 
 RangeRecord rec(uint32_t name, int64_t start, int64_t end, uint32_t parent = kNoName, uint32_t tid = 1) {
   return RangeRecord{start, end, name, parent, tid, 0, RangeKind::push_pop};
@@ -291,7 +291,7 @@ TEST(Recorder, DomainIsItsOwnField) {
 }  // namespace laggard
 
 namespace laggard {
-namespace {
+namespace recorder_test {
 
 TEST(Recorder, WindowBudgetIsSharedAcrossSections) {
   NameTable names("", 100);

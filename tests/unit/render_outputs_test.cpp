@@ -20,7 +20,7 @@
 #include "temp_dir.h"
 
 namespace laggard::report {
-namespace {
+namespace render_outputs_test {
 
 using nlohmann::json;
 

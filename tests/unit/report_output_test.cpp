@@ -13,7 +13,7 @@
 #include "text_escape.h"
 
 namespace laggard::report {
-namespace {
+namespace report_output_test {
 
 constexpr int64_t kS = 1'000'000'000;
 

@@ -11,7 +11,7 @@
 #include "text_lists.h"
 
 namespace laggard::report {
-namespace {
+namespace report_scale_text_test {
 
 std::string text_report(const synth::Spec& spec, size_t top = 5) {
   RunModel m = synth::make_run(spec);

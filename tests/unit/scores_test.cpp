@@ -7,7 +7,7 @@
 #include "stats.h"
 
 namespace laggard::report {
-namespace {
+namespace scores_test {
 
 constexpr int64_t kS = 1'000'000'000;
 

@@ -4,7 +4,7 @@
 #include "stacks.h"
 
 namespace laggard::report {
-namespace {
+namespace stacks_test {
 
 RankHang rank_at(int rank, std::vector<std::string> sections, std::vector<std::string> symbols) {
   RankHang r;

@@ -12,7 +12,7 @@
 #include "tsc_clock.h"
 
 namespace laggard {
-namespace {
+namespace tsc_clock_test {
 
 bool have_counter() { return read_counter() != 0; }
 

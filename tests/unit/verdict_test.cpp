@@ -16,7 +16,7 @@
 #include "verdict.h"
 
 namespace laggard::report {
-namespace {
+namespace verdict_test {
 
 using synth::Fault;
 using synth::Spec;
@@ -288,7 +288,7 @@ TEST(Verdict, NcclImpactIsThePerCollectiveLossWhateverTheRankCount) {
 #include "power_trial.h"
 
 namespace laggard::report {
-namespace {
+namespace verdict_test {
 
 using synth::PowerOutcome;
 using synth::PowerTrial;

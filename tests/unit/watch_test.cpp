@@ -25,7 +25,7 @@
 #include "watch_state.h"
 
 namespace laggard {
-namespace {
+namespace watch_test {
 
 using report::WatchState;
 
@@ -322,7 +322,7 @@ TEST(GrafanaDashboard, QueriesUseOnlyServedMetricsAndLabels) {
 }  // namespace laggard
 
 namespace laggard {
-namespace {
+namespace watch_test {
 
 // A live run cut mid-step: the next step's data load (a short top-level range) has closed, the step
 // around it has not, so the data load is one occurrence per rank more frequent. The step is still

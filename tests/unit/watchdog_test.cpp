@@ -20,7 +20,7 @@
 #include "watchdog.h"
 
 namespace laggard::watch {
-namespace {
+namespace watchdog_test {
 
 constexpr int64_t kS = 1'000'000'000;
 

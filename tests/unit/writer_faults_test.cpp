@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace writer_faults_test {
 
 using laggard::testing::TempDir;
 
