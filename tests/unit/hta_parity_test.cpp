@@ -1,10 +1,12 @@
 // Parity with Holistic Trace Analysis on HTA's own traces (../shared/traces/kineto-hta, every CUDA
-// trace set): `laggard import kineto` then analyze_hta() must give HTA's numbers, one test per metric.
+// trace set): `laggard import kineto` then analyze_hta() must give HTA's numbers, one test per set.
 // Expected values were computed by running HTA (HolisticTraceAnalysis f4d0062, TraceAnalysis with
 // its defaults: get_temporal_breakdown, get_idle_time_breakdown per rank (consecutive_kernel_delay 30),
 // get_gpu_kernel_breakdown(include_memory_kernels=True), get_comm_comp_overlap,
 // get_cuda_kernel_launch_stats(runtime_cutoff 50, launch_delay_cutoff 100)) on each directory by
 // hand; HTA is not part of laggard. A set whose file has no rank is imported as rank 0, as HTA does.
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 
@@ -171,81 +173,93 @@ const HtaRank* rank_of(const HtaReport& h, int rank) {
   return nullptr;
 }
 
-template <class F>
-void for_each_set(F check) {
-  size_t present = 0;
-  for (const SetRef& set : references()) {
-    const HtaReport* h = hta_of(set.dir);
-    if (!h) continue;
-    ++present;
-    SCOPED_TRACE(set.dir);
-    check(set, *h);
+void expect_temporal_breakdown(const SetRef& set, const HtaReport& h) {
+  for (const TemporalRef& t : set.temporal) {
+    const HtaRank* r = rank_of(h, t.rank);
+    ASSERT_NE(r, nullptr) << "rank " << t.rank;
+    EXPECT_EQ(r->idle_us, t.idle) << "rank " << t.rank;
+    EXPECT_EQ(r->compute_us, t.compute) << "rank " << t.rank;
+    EXPECT_EQ(r->non_compute_us, t.non_compute) << "rank " << t.rank;
+    EXPECT_EQ(r->kernel_time_us, t.kernel_time) << "rank " << t.rank;
   }
-  if (!present) GTEST_SKIP() << "HTA's traces are absent (../shared/traces/kineto-hta); skipped";
 }
 
-TEST(HtaParity, TemporalBreakdown) {
-  for_each_set([](const SetRef& set, const HtaReport& h) {
-    for (const TemporalRef& t : set.temporal) {
-      const HtaRank* r = rank_of(h, t.rank);
-      ASSERT_NE(r, nullptr) << "rank " << t.rank;
-      EXPECT_EQ(r->idle_us, t.idle) << "rank " << t.rank;
-      EXPECT_EQ(r->compute_us, t.compute) << "rank " << t.rank;
-      EXPECT_EQ(r->non_compute_us, t.non_compute) << "rank " << t.rank;
-      EXPECT_EQ(r->kernel_time_us, t.kernel_time) << "rank " << t.rank;
+void expect_idle_time_by_stream(const SetRef& set, const HtaReport& h) {
+  for (const IdleRef& i : set.idle) {
+    const HtaRank* r = rank_of(h, i.rank);
+    ASSERT_NE(r, nullptr);
+    auto it = r->idle_by_stream.find(i.stream);
+    ASSERT_NE(it, r->idle_by_stream.end()) << "rank " << i.rank << " stream " << i.stream;
+    EXPECT_EQ(it->second.host_wait_us, i.host_wait) << "rank " << i.rank << " stream " << i.stream;
+    EXPECT_EQ(it->second.kernel_wait_us, i.kernel_wait) << "rank " << i.rank << " stream " << i.stream;
+    EXPECT_EQ(it->second.other_us, i.other) << "rank " << i.rank << " stream " << i.stream;
+  }
+}
+
+void expect_comm_comp_overlap(const SetRef& set, const HtaReport& h) {
+  for (const OverlapRef& o : set.overlap) {
+    const HtaRank* r = rank_of(h, o.rank);
+    ASSERT_NE(r, nullptr);
+    if (o.pctg < 0) {
+      EXPECT_FALSE(r->overlap_pct.has_value()) << "rank " << o.rank;
+    } else {
+      ASSERT_TRUE(r->overlap_pct.has_value()) << "rank " << o.rank;
+      EXPECT_NEAR(*r->overlap_pct, o.pctg, 0.0051) << "rank " << o.rank;
     }
-  });
+  }
 }
 
-TEST(HtaParity, IdleTimeBreakdownPerStream) {
-  for_each_set([](const SetRef& set, const HtaReport& h) {
-    for (const IdleRef& i : set.idle) {
-      const HtaRank* r = rank_of(h, i.rank);
-      ASSERT_NE(r, nullptr);
-      auto it = r->idle_by_stream.find(i.stream);
-      ASSERT_NE(it, r->idle_by_stream.end()) << "rank " << i.rank << " stream " << i.stream;
-      EXPECT_EQ(it->second.host_wait_us, i.host_wait) << "rank " << i.rank << " stream " << i.stream;
-      EXPECT_EQ(it->second.kernel_wait_us, i.kernel_wait) << "rank " << i.rank << " stream " << i.stream;
-      EXPECT_EQ(it->second.other_us, i.other) << "rank " << i.rank << " stream " << i.stream;
-    }
-  });
+void expect_kernel_launch_stats(const SetRef& set, const HtaReport& h) {
+  for (const LaunchRef& l : set.launch) {
+    const HtaRank* r = rank_of(h, l.rank);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->launch.count, l.count) << "rank " << l.rank;
+    EXPECT_EQ(r->launch.short_kernels, l.short_kernels) << "rank " << l.rank;
+    EXPECT_EQ(r->launch.runtime_outliers, l.runtime_outliers) << "rank " << l.rank;
+    EXPECT_EQ(r->launch.delay_outliers, l.delay_outliers) << "rank " << l.rank;
+    EXPECT_EQ(r->launch.delay_sum_us, l.delay_sum) << "rank " << l.rank;
+  }
 }
 
-TEST(HtaParity, KernelTypeBreakdownWithOverlaps) {
-  for_each_set([](const SetRef& set, const HtaReport& h) { EXPECT_EQ(h.kernel_types_us, set.kernel_types); });
+// One test per trace set, each metric a named step: ctest runs every test in its own process, so a
+// test per metric imported every set five times (45 s each under ASan at -O0).
+class HtaParity : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(HtaParity, EveryMetricMatchesHta) {
+  const SetRef& set = references().at(GetParam());
+  const HtaReport* h = hta_of(set.dir);
+  if (!h) GTEST_SKIP() << "HTA's traces are absent (" << kData << set.dir << "); skipped";
+  {
+    SCOPED_TRACE("temporal breakdown");
+    expect_temporal_breakdown(set, *h);
+  }
+  {
+    SCOPED_TRACE("idle time breakdown per stream");
+    expect_idle_time_by_stream(set, *h);
+  }
+  {
+    SCOPED_TRACE("kernel type breakdown with overlaps");
+    EXPECT_EQ(h->kernel_types_us, set.kernel_types);
+  }
+  {
+    SCOPED_TRACE("communication computation overlap");
+    expect_comm_comp_overlap(set, *h);
+  }
+  {
+    SCOPED_TRACE("CUDA kernel launch statistics");
+    expect_kernel_launch_stats(set, *h);
+  }
 }
 
-TEST(HtaParity, CommunicationComputationOverlap) {
-  for_each_set([](const SetRef& set, const HtaReport& h) {
-    for (const OverlapRef& o : set.overlap) {
-      const HtaRank* r = rank_of(h, o.rank);
-      ASSERT_NE(r, nullptr);
-      if (o.pctg < 0) {
-        EXPECT_FALSE(r->overlap_pct.has_value()) << "rank " << o.rank;
-      } else {
-        ASSERT_TRUE(r->overlap_pct.has_value()) << "rank " << o.rank;
-        EXPECT_NEAR(*r->overlap_pct, o.pctg, 0.0051) << "rank " << o.rank;
-      }
-    }
-  });
-}
-
-TEST(HtaParity, CudaKernelLaunchStatistics) {
-  for_each_set([](const SetRef& set, const HtaReport& h) {
-    for (const LaunchRef& l : set.launch) {
-      const HtaRank* r = rank_of(h, l.rank);
-      ASSERT_NE(r, nullptr);
-      EXPECT_EQ(r->launch.count, l.count) << "rank " << l.rank;
-      EXPECT_EQ(r->launch.short_kernels, l.short_kernels) << "rank " << l.rank;
-      EXPECT_EQ(r->launch.runtime_outliers, l.runtime_outliers) << "rank " << l.rank;
-      EXPECT_EQ(r->launch.delay_outliers, l.delay_outliers) << "rank " << l.rank;
-      EXPECT_EQ(r->launch.delay_sum_us, l.delay_sum) << "rank " << l.rank;
-    }
-  });
-}
+INSTANTIATE_TEST_SUITE_P(TraceSets, HtaParity, ::testing::Range<size_t>(0, references().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           std::string name = references()[info.param].dir;  // "trace_diff/test" -> trace_diff_test
+                           std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(uint8_t(c)); }, '_');
+                           return name;
+                         });
 
 // hta/common/types.py's grouping patterns, tested in HTA's order (communication, memory, compute).
-TEST(HtaParity, KernelTypeNamesFollowHtaPatterns) {
+TEST(HtaKernelTypes, NamesFollowHtaPatterns) {
   EXPECT_EQ(hta_kernel_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "COMMUNICATION");
   EXPECT_EQ(hta_kernel_type("void foo<ncclKernel_x>()"), "COMMUNICATION");
   EXPECT_EQ(hta_kernel_type("Memcpy HtoD (Pinned -> Device)"), "MEMORY");
