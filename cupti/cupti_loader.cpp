@@ -33,7 +33,8 @@ struct Fns {
 
 class DlCupti final : public CuptiApi {
  public:
-  DlCupti(void* handle, Fns f, std::string path) : handle_(handle), f_(f), path_(std::move(path)) {}
+  // The library's handle is not kept: it is never closed (CUPTI may have started threads).
+  DlCupti(Fns f, std::string path) : f_(f), path_(std::move(path)) {}
   // The handle is never closed: CUPTI may call back into us until the process ends.
 
   CUptiResult subscribe(CUpti_SubscriberHandle* s, CUpti_CallbackFunc cb, void* ud) override {
@@ -73,7 +74,6 @@ class DlCupti final : public CuptiApi {
   std::string describe() const override { return path_; }
 
  private:
-  void* handle_;
   Fns f_;
   std::string path_;
 };
@@ -260,7 +260,7 @@ LoadResult load_cupti(const LoaderOptions& o, const AcceptFn& accept) {
     std::string path = loaded_path(h, what);
     if (std::find(seen.begin(), seen.end(), path) != seen.end()) return false;
     seen.push_back(path);
-    auto api = std::make_unique<DlCupti>(h, f, path);
+    auto api = std::make_unique<DlCupti>(f, path);
     std::string why;
     if (accept && accept(*api, &why) == Accept::next) {
       tried += (tried.empty() ? "" : "; ") + path + ": " + why;
