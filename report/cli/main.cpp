@@ -203,6 +203,7 @@ struct ReportCommand : Command {
     o.analyses.jitter.divergence_ns = divergence_us * 1e3;
     o.analyses.breakdown.launch_delay_cutoff_ns = launch_cut_us * 1e3;
     o.analyses.breakdown.runtime_cutoff_ns = runtime_cut_us * 1e3;
+    o.exits_after = true;
     return laggard::cli::report_command(o, std::cout, std::cerr);
   }
 };

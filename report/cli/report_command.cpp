@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "bury.h"
 #include "render.h"
 #include "render_analyses.h"
 #include "render_comm.h"
@@ -93,7 +94,9 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   };
   analysing.analyses.on_stage = analysing.on_stage;
   try {  // the last line of defence: a message and exit code 2, never an abort
-    return report_model(model, analysing, out, err);
+    const int rc = report_model(model, analysing, out, err);
+    if (o.exits_after) bury(std::move(model));
+    return rc;
   } catch (const std::exception& e) {
     err << "laggard report: internal error: " << e.what() << '\n';
     return 2;
@@ -194,6 +197,7 @@ void write_json_report(const report::RunModel& model, const Results& r, const st
   stage("JSON report: text");
   report::write_json_indented(j, dest);
   dest << '\n';
+  if (o.exits_after) bury(std::move(j));
 }
 
 void write_text_report(const report::RunModel& model, const Results& r, const std::string& cut_text, size_t top,
@@ -221,7 +225,7 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   const std::optional<Cut> cut = apply_cuts(model, o, err);
   if (!cut) return 2;
   if (o.format == "text") model = report::escaped_for_text(std::move(model));  // names from files reach a terminal
-  const Results r = analyse(model, o, cut->steps);
+  Results r = analyse(model, o, cut->steps);
   // The page first: a reader of stdout that stops early (| head) must not cost the file.
   const bool html_written =
       o.html.empty() || write_html(model, r.scores, r.analyses, r.health, o, cut->text, err);
@@ -246,7 +250,9 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
   if (o.format == "json") write_json_report(model, r, cut->text, o, dest);
   else write_text_report(model, r, cut->text, o.top, dest);
   dest.flush();
-  return exit_code(model, r, o, html_written);
+  const int rc = exit_code(model, r, o, html_written);
+  if (o.exits_after) bury(std::move(r));
+  return rc;
 }
 
 int trace_command(const TraceOptions& o, std::ostream& err) {

@@ -25,6 +25,9 @@ struct ReportOptions {
   report::Cut cut;
   size_t top = 5;
   bool fail_on_stragglers = false;
+  // The process exits right after the report (the `laggard report` command): its model, analyses
+  // and DOM are left to the exit instead of freed one block at a time (bury.h).
+  bool exits_after = false;
 };
 
 struct DiffOptions {
