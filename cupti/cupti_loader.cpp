@@ -33,7 +33,6 @@ struct Fns {
 
 class DlCupti final : public CuptiApi {
  public:
-  // The library's handle is not kept: it is never closed (CUPTI may have started threads).
   DlCupti(Fns f, std::string path) : f_(f), path_(std::move(path)) {}
   // The handle is never closed: CUPTI may call back into us until the process ends.
 

@@ -197,7 +197,7 @@ struct GpuWork {
   GpuScoreReport& out;
   int nwin = 1;
   double window_ns = 1e10;
-  std::vector<RankKernelTotals> acc;                              // per rank index
+  std::vector<RankKernelTotals> acc;                     // per rank index
   TopMap top;
   std::vector<std::map<int, GpuWindowRank>> per_window;  // per rank index
   // Where each rank's scores sit in out.windows: (window, index in it), by window.

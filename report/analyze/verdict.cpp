@@ -8,8 +8,8 @@
 #include "score_text.h"  // scores near a threshold show the digits that decide (issue 10)
 #include "section_steps.h"
 #include "stats.h"
-#include "verdict_context.h"
 #include "units.h"
+#include "verdict_context.h"
 
 namespace laggard::report {
 namespace {

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "stats.h"
-#include "verdict_context.h"
 #include "units.h"
+#include "verdict_context.h"
 
 namespace laggard::report {
 namespace {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 namespace laggard::report {
+
 uint64_t occurrence_count(const RankData& r) {
   uint64_t n = 0;
   for (const auto& w : r.windows)

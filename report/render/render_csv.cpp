@@ -1,11 +1,12 @@
 #include "render_csv.h"
-#include "units.h"
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+
+#include "units.h"
 
 namespace laggard::report {
 namespace {

@@ -9,6 +9,7 @@
 #include "json_values.h"
 #include "score_text.h"
 #include "text_lists.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
@@ -24,7 +25,7 @@ std::string shorten(std::string s, size_t max) {
 
 json score_json(const GpuScore& s) {
   return {{"kernels", s.kernels},
-          {"kernel_ms", double(s.kernel_ns) / 1e6},
+          {"kernel_ms", ms(s.kernel_ns)},
           {"relative_score", json_or_null(s.relative)},
           {"individual_score", json_or_null(s.individual)}};
 }
@@ -112,8 +113,8 @@ void rank_gpu_row(const RankGpu& r, const ScoreOptions& thresholds, std::ostream
     return;
   }
   out << fmt::format("  {:>5}  {:<16} {:>9} {:>10.3f} {:>9.3f} {:>9.3f} {:>5} {:>5}  {:>7.2f}%  {}\n", r.rank, r.host,
-                     r.kernel_count, double(r.kernel_ns) / 1e6, double(r.nccl_ns) / 1e6,
-                     double(r.memcpy_ns + r.memset_ns) / 1e6, score_str(r.score.relative, thresholds.relative_threshold),
+                     r.kernel_count, ms(r.kernel_ns), ms(r.nccl_ns),
+                     ms(r.memcpy_ns + r.memset_ns), score_str(r.score.relative, thresholds.relative_threshold),
                      score_str(r.score.individual, thresholds.individual_threshold), 100.0 * r.completeness,
                      rank_gpu_notes(r));
 }
@@ -153,7 +154,7 @@ void gpu_sections_text(const GpuScoreReport& gpu, size_t top, const ScoreOptions
   }
   for (const SectionRow& row : sections)
     out << fmt::format("  {:<32} {:>5} {:>10} {:>12.3f}  {:<18}\n", shorten(row.name, 32), row.ranks, row.kernels,
-                       row.ranks ? double(row.ns) / 1e6 / row.ranks : 0.0,
+                       row.ranks ? ms(row.ns) / row.ranks : 0.0,
                        row.worst >= 0
                            ? fmt::format("{} ({})", row.worst, score_text(row.worst_rel, thresholds.relative_threshold))
                            : std::string("-"));
@@ -171,7 +172,7 @@ void top_kernels_text(const GpuScoreReport& gpu, size_t top, std::ostream& out) 
     out << "  " << section << '\n';
     for (const GpuTopKernel& k : kernels) {
       std::string tag = k.nccl ? " [nccl]" : "";
-      out << fmt::format("    {:>10.3f} ms {:>8}x  {}{}\n", double(k.total_ns) / 1e6, k.count,
+      out << fmt::format("    {:>10.3f} ms {:>8}x  {}{}\n", ms(k.total_ns), k.count,
                          shorten(demangle(k.name), 90), tag);
     }
   }
@@ -203,13 +204,13 @@ json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
                      {"windows", r.windows},
                      {"sampled_windows", r.sampled_windows},
                      {"kernels", r.kernel_count},
-                     {"kernel_ms", double(r.kernel_ns) / 1e6},
+                     {"kernel_ms", ms(r.kernel_ns)},
                      {"nccl_kernels", r.nccl_count},
-                     {"nccl_ms", double(r.nccl_ns) / 1e6},
+                     {"nccl_ms", ms(r.nccl_ns)},
                      {"memcpy_count", r.memcpy_count},
-                     {"memcpy_ms", double(r.memcpy_ns) / 1e6},
+                     {"memcpy_ms", ms(r.memcpy_ns)},
                      {"memset_count", r.memset_count},
-                     {"memset_ms", double(r.memset_ns) / 1e6},
+                     {"memset_ms", ms(r.memset_ns)},
                      {"graph_kernels", r.graph_count},
                      {"relative_score", json_or_null(r.score.relative)},
                      {"individual_score", json_or_null(r.score.individual)},
@@ -241,7 +242,7 @@ json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
                       {"kind", kind_name(k.kind)},
                       {"nccl", k.nccl},
                       {"count", k.count},
-                      {"total_ms", double(k.total_ns) / 1e6},
+                      {"total_ms", ms(k.total_ns)},
                       {"ranks", k.ranks}});
     top[section] = std::move(list);
   }

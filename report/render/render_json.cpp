@@ -1,6 +1,7 @@
 #include "render.h"
 #include "json_values.h"
 #include "render_paused.h"
+#include "units.h"
 
 namespace laggard::report {
 namespace {
@@ -9,7 +10,7 @@ using nlohmann::json;
 
 json section_json(const SectionScore& s) {
   return {{"count", s.count},
-          {"median_ms", s.median_ns / 1e6},
+          {"median_ms", ms(s.median_ns)},
           {"median_from_sample", s.median_from_sample},
           {"share", s.share},
           {"relative_score", json_or_null(s.relative)},
@@ -60,9 +61,9 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
                         {"parent", s.parent.empty() ? json(nullptr) : json(s.parent)},
                         {"ranks", s.ranks},
                         {"median_ms",
-                         {{"min", s.min_median_ns / 1e6},
-                          {"median", s.median_median_ns / 1e6},
-                          {"max", s.max_median_ns / 1e6}}},
+                         {{"min", ms(s.min_median_ns)},
+                          {"median", ms(s.median_median_ns)},
+                          {"max", ms(s.max_median_ns)}}},
                         {"worst_rank", s.worst_rank},
                         {"worst_relative_score", s.worst_relative}});
   j["sections"] = std::move(sections);

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -147,11 +148,9 @@ const std::vector<SetRef>& references() {
 
 const std::string kData = std::string(LAGGARD_SHARED_TRACES) + "/kineto-hta/tests/data/";
 
-// Imports a set once per test program and keeps its HTA numbers.
-const HtaReport* hta_of(const std::string& dir) {
-  static std::map<std::string, HtaReport> cache;
-  if (auto it = cache.find(dir); it != cache.end()) return &it->second;
-  if (!fs::is_directory(kData + dir)) return nullptr;
+// A set imported into a run and analysed as HTA does; nothing when the set is absent.
+std::optional<HtaReport> hta_of(const std::string& dir) {
+  if (!fs::is_directory(kData + dir)) return std::nullopt;
   laggard::testing::TempDir tmp;
   std::string run = (tmp.path / "run").string();
   for (const auto& e : fs::directory_iterator(kData + dir)) {
@@ -164,7 +163,7 @@ const HtaReport* hta_of(const std::string& dir) {
       if (std::string(e.what()).find("not a Kineto trace") == std::string::npos) throw;
     }
   }
-  return &(cache[dir] = analyze_hta(read_run(run)));
+  return analyze_hta(read_run(run));
 }
 
 const HtaRank* rank_of(const HtaReport& h, int rank) {
@@ -227,7 +226,7 @@ class HtaParity : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(HtaParity, EveryMetricMatchesHta) {
   const SetRef& set = references().at(GetParam());
-  const HtaReport* h = hta_of(set.dir);
+  const std::optional<HtaReport> h = hta_of(set.dir);
   if (!h) GTEST_SKIP() << "HTA's traces are absent (" << kData << set.dir << "); skipped";
   {
     SCOPED_TRACE("temporal breakdown");
