@@ -1,4 +1,4 @@
-// Plugs GPU capture into the process lifecycle (preload/source.h) and decides when to start it.
+// Plugs GPU capture into the process lifecycle (preload/flush/source.h) and decides when to start it.
 //
 // CUPTI is loaded only once the process really uses CUDA, found two ways:
 //  1. CUDA's own injection hook: at load, laggard sets CUDA_INJECTION64_PATH to itself (unless

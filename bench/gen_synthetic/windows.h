@@ -1,5 +1,5 @@
-// Turns simulated steps into the capture side's own window snapshots (preload/window.h), so the
-// files come out of the real writer (preload/writer.cpp) exactly as liblaggard.so writes them.
+// Turns simulated steps into the capture side's own window snapshots (preload/flush/window.h), so the
+// files come out of the real writer (preload/files/writer.cpp) exactly as liblaggard.so writes them.
 #pragma once
 
 #include <string>

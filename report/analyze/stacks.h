@@ -1,4 +1,4 @@
-// `laggard stacks DIR`: merge the hang reports of all ranks (preload/hang_report.h writes them;
+// `laggard stacks DIR`: merge the hang reports of all ranks (preload/watchdog/hang_report.h writes them;
 // docs/schema.md "Version 4: hang reports"), group ranks that stand at the same place, and name
 // the rank(s) that are behind.
 #pragma once

@@ -1,7 +1,7 @@
 // `laggard ctl DIR pause|resume|window N`: switches capture of a running job off and on by
 // writing the run directory's control file, which every rank's flush thread polls (no socket
 // in the job). The file format is docs/schema.md's "Control file"; the library's reader is
-// preload/control_file.cpp (capture and report share no code, only the documented format).
+// preload/control/control_file.cpp (capture and report share no code, only the documented format).
 #pragma once
 
 #include <cstdint>

@@ -130,7 +130,7 @@ ojson kernels_json(Columns& in) {
 }
 
 // The frame window's `gpu` with `kernels` after `strings` and `records` last, where the JSON
-// writer puts them (preload/gpu_json.cpp).
+// writer puts them (preload/files/gpu_json.cpp).
 ojson gpu_json(const ojson& gpu, std::string_view block, int64_t window_start) {
   Columns in(block);
   ojson records = records_json(in, window_start);

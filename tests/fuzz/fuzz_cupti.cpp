@@ -2,7 +2,7 @@
 // buffer-completed callback (cupti/gpu_capture.cpp, GpuCapture::consume): each record read
 // (cupti/activity_parser.cpp), aggregated per window with late records placed by the window
 // closes (cupti/gpu_aggregator.cpp), then the window written both ways the writer can (JSON
-// records, schema v2-4; binary columns, schema v5: preload/gpu_json.cpp, preload/frame_out.cpp)
+// records, schema v2-4; binary columns, schema v5: preload/files/gpu_json.cpp, preload/files/frame_out.cpp)
 // and read back by the report (report/read/reader_gpu.cpp, reader_frames.cpp).
 //
 // The input spells a sequence of operations. A record is the bytes of the record struct its kind

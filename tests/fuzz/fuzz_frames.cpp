@@ -1,5 +1,5 @@
 // libFuzzer target: schema v5 binary rank files (docs/schema.md, "Version 5: binary kernel
-// records"; written by preload/frame_out.cpp, read by report/read/reader_frames.cpp) through the
+// records"; written by preload/files/frame_out.cpp, read by report/read/reader_frames.cpp) through the
 // whole report (fuzz_report.h). Inputs are whole .lgr files as the library writes them.
 //
 // Each frame is CRC-32 checked and usually zstd-compressed, so a byte flipped at random almost

@@ -49,18 +49,8 @@ void add_record(laggard::GpuRecords& r, uint8_t kind, uint32_t name, uint32_t se
 // A step's worth of kernels: `kernels` launches of distinct names in section "step", like the
 // GTC 2020 workload (903 kernels per step).
 laggard::WindowSnapshot window(uint64_t index, int kernels, int rank_skew_ns = 0) {
-  laggard::WindowSnapshot w;
-  w.index = index;
-  w.start_ns = kStart + int64_t(index) * kWindowNs;
-  w.end_ns = w.start_ns + kWindowNs;
-  laggard::SectionWindowStats s;
-  s.name = "step";
-  s.count = 1;
-  s.total_ns = s.min_ns = s.max_ns = s.median_ns = 900'000'000;
-  s.start_ns = {w.start_ns + 1000};
-  s.dur_ns = {900'000'000};
-  s.tid = {4242};
-  w.sections.push_back(s);
+  laggard::WindowSnapshot w = laggard::testing::window_at(index, kStart, kWindowNs);
+  w.sections.push_back(laggard::testing::section_of("step", {900'000'000}, w.start_ns + 1000, 4242));
   laggard::GpuWindow& g = w.gpu;
   g.present = g.sampled = true;
   g.strings.push_back("step");

@@ -30,23 +30,9 @@ laggard::FileInfo info(int rank, int world = 2) {
 }
 
 laggard::WindowSnapshot window(uint64_t index, std::vector<int64_t> durs, std::string name = "fwd") {
-  laggard::WindowSnapshot w;
-  w.index = index;
-  w.start_ns = 1'000'000'000 + int64_t(index) * 1'000'000'000;
-  w.end_ns = w.start_ns + 1'000'000'000;
-  laggard::SectionWindowStats s;
-  s.name = name;
+  laggard::WindowSnapshot w = laggard::testing::window_at(index);
+  laggard::SectionWindowStats s = laggard::testing::section_of(std::move(name), durs, w.start_ns);
   s.parent = "step";
-  for (size_t i = 0; i < durs.size(); ++i) {
-    s.start_ns.push_back(w.start_ns + int64_t(i) * 1000);
-    s.dur_ns.push_back(durs[i]);
-    s.tid.push_back(7);
-    s.total_ns += durs[i];
-  }
-  s.count = durs.size();
-  s.min_ns = *std::min_element(durs.begin(), durs.end());
-  s.max_ns = *std::max_element(durs.begin(), durs.end());
-  s.median_ns = durs[durs.size() / 2];
   w.sections.push_back(s);
   return w;
 }

@@ -33,10 +33,7 @@ constexpr int64_t kStart = 5'000'000'000;
 
 laggard::WindowSnapshot gpu_window() {
   using namespace laggard;
-  WindowSnapshot w;
-  w.index = 0;
-  w.start_ns = kStart;
-  w.end_ns = kStart + 1'000'000'000;
+  WindowSnapshot w = laggard::testing::window_at(0, kStart);
   GpuWindow& g = w.gpu;
   g.present = true;
   g.sampled = true;

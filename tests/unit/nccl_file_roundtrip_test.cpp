@@ -27,10 +27,7 @@ laggard::FileInfo info(int rank) {
 constexpr int64_t kWindowStart = 1'700'000'000'000'000'000;
 
 laggard::WindowSnapshot window_with_ops(uint64_t gpu_base) {
-  laggard::WindowSnapshot w;
-  w.index = 0;
-  w.start_ns = kWindowStart;
-  w.end_ns = kWindowStart + 1'000'000'000;
+  laggard::WindowSnapshot w = laggard::testing::window_at(0, kWindowStart);
   laggard::NcclWindow& n = w.nccl;
   n.active = true;
   n.comms.push_back({0x1234abcdull, "dp \"group\"", 2, 1, 2});

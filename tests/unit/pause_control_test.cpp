@@ -385,20 +385,8 @@ FileInfo rank_info(int rank) {
 }
 
 WindowSnapshot window(uint64_t index, bool with_section, std::vector<PausedSpan> paused = {}) {
-  WindowSnapshot w;
-  w.index = index;
-  w.start_ns = 1'000'000'000 + int64_t(index) * 1'000'000'000;
-  w.end_ns = w.start_ns + 1'000'000'000;
-  if (with_section) {
-    SectionWindowStats s;
-    s.name = "step";
-    s.count = 1;
-    s.total_ns = s.min_ns = s.max_ns = s.median_ns = 100'000;
-    s.start_ns = {w.start_ns + 10'000};
-    s.dur_ns = {100'000};
-    s.tid = {7};
-    w.sections.push_back(s);
-  }
+  WindowSnapshot w = testing::window_at(index);
+  if (with_section) w.sections.push_back(testing::section_of("step", {100'000}, w.start_ns + 10'000));
   w.paused = std::move(paused);
   return w;
 }

@@ -25,15 +25,8 @@ laggard::FileInfo info(long pid, long ppid = 1) {
 }
 
 laggard::WindowSnapshot window(uint64_t index, uint64_t count = 1, const std::string& name = "step") {
-  laggard::WindowSnapshot w;
-  w.index = index;
-  w.start_ns = 1'000'000'000 + int64_t(index) * 1'000'000'000;
-  w.end_ns = w.start_ns + 1'000'000'000;
-  laggard::SectionWindowStats s;
-  s.name = name;
-  s.count = count;
-  s.total_ns = s.min_ns = s.max_ns = s.median_ns = 1000;
-  w.sections.push_back(s);
+  laggard::WindowSnapshot w = laggard::testing::window_at(index);
+  w.sections.push_back(laggard::testing::section_totals(name, count, 1000));
   return w;
 }
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "records.h"
-#include "safe_dir.h"
+#include "safe_write.h"
 #include "window.h"
 
 namespace laggard {
@@ -59,7 +59,7 @@ class SegmentWriter {
   std::string write(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
 
   // Before the first write: json (rewritten segments, this class's default) or binary (appended
-  // frames; the library's default, preload/config.h).
+  // frames; the library's default, preload/config/config.h).
   void set_format(FileFormat f) { format_ = f; }
   FileFormat format() const { return format_; }
 
@@ -90,7 +90,7 @@ class SegmentWriter {
   };
   std::string write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
   void make_room(size_t bytes);
-  std::string append_pending(const RunDirFd& dir);
+  std::string append_pending(const RunDirFd& dir, Durability durability);
 
   std::string run_dir_;
   FileInfo info_;

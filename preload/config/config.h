@@ -1,3 +1,8 @@
+// ROOM config/ -- who this process is in the job and what its LAGGARD_* variables ask for.
+// Runs at load (from the library constructor: read the environment, nothing heavy, no threads)
+// and on the flush thread. log.h is the one way to print, usable from any thread and from fork
+// and exit paths (one write(2) per line, no allocation).
+//
 // LAGGARD_* settings. Parsing never fails: a bad value becomes a warning and the default.
 #pragma once
 

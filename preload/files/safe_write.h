@@ -1,7 +1,19 @@
-// File-system steps of the writer that must not be turned against the user: the run directory
-// is verified (a real directory, not a symbolic link, owned by this user) and every file is
-// created relative to it with O_EXCL|O_NOFOLLOW, so a planted symlink, FIFO or foreign directory
-// is never followed, opened or written through.
+// ROOM files/ -- THE ONE WAY laggard writes a file. Every file the capture side writes
+// (segments, binary frames, hang reports, anything added later) goes through RunDirFd below;
+// tests/unit/safe_write_test.cpp fails when a source under preload/, cupti/, nccl_hooks/ or nvml/
+// opens, renames or unlinks a path anywhere else. Runs on the flush thread only (and on the exit
+// path once the flush thread has stopped), never on an application thread or in a handler.
+//
+// The run directory is verified (a real directory, not a symbolic link, owned by this user) and
+// every file is created relative to its descriptor with O_EXCL|O_NOFOLLOW, so a planted symlink,
+// FIFO or foreign directory is never followed, opened or written through.
+//
+// Durability (fsync policy): a write with Durability::synced is fsync'ed, and so is the directory
+// after its rename, before the call returns. The writer asks for it on a rank's last write (exit,
+// SIGTERM/SIGINT) and the watchdog for every hang report: both may be the last thing a dying job
+// leaves, and a node that is rebooted next must still have them. Per-window writes are not
+// synced: a crashed or killed process loses nothing the kernel already holds, and an fsync every
+// flush costs seconds a minute on a busy parallel file system.
 //
 // Modes: directories are created 0755 and files 0644, both reduced by the process umask (a
 // umask of 077 gives 0700/0600); nothing is made writable by others.
@@ -12,6 +24,8 @@
 #include <string>
 
 namespace laggard {
+
+enum class Durability { cached, synced };
 
 // A directory's identity, to recognize one this process created itself.
 struct DirIdentity {
@@ -47,14 +61,16 @@ class RunDirFd {
   // Writes `data` to `name` atomically: a new temp file `.NAME.tmp` (O_CREAT|O_EXCL|O_NOFOLLOW;
   // whatever sits at that name is unlinked first, never opened), then renameat over `name`,
   // which replaces a symlink there rather than following it. Returns "" or an error.
-  std::string write_atomically(const std::string& name, const std::string& data) const;
+  std::string write_atomically(const std::string& name, const std::string& data,
+                               Durability durability = Durability::cached) const;
 
   // Appends `data` to `name` whole or not at all (schema v5 segments). `fresh`: the first
   // append this process makes to `name`: whatever sits there is unlinked and a new file created
   // (O_EXCL|O_NOFOLLOW), as for temp files. Later appends open it O_APPEND|O_NOFOLLOW and refuse
   // anything but a regular file; a failed or short write is cut off again (ftruncate), so the
   // file stays a sequence of whole frames. Returns "" or an error.
-  std::string append_whole(const std::string& name, const std::string& data, bool fresh) const;
+  std::string append_whole(const std::string& name, const std::string& data, bool fresh,
+                           Durability durability = Durability::cached) const;
 
   // Removes `.rankNNNNN-PID-seg*.json.tmp` files of `rank` whose PID is not a live process on
   // this host (left by a SIGKILL mid-write). Returns how many were removed.

@@ -1,3 +1,8 @@
+// ROOM control/ -- `laggard ctl` reaching a running job. The flush thread polls the run
+// directory's control file; nothing here runs on application threads, which only read the
+// pause epoch (app_thread/pause_state.h). The control file is input from any user who can
+// write the run directory: parse it as hostile (bounded size, O_NOFOLLOW, O_NONBLOCK).
+//
 // Remote pause/resume of a running job (issue 15): the flush thread polls the run directory's
 // control file (control_file.h) and flips g_pause_epoch (pause_state.h), which every capture
 // callback reads. It remembers when capture was paused, so each window can say which part of

@@ -1,3 +1,9 @@
+// ROOM watchdog/ -- hang reports. watchdog.cpp runs on the flush thread; stack_sampler.cpp
+// holds a SIGNAL HANDLER that runs on an application thread interrupted at any instruction
+// (inside malloc, holding the loader lock, mid-fork): only async-signal-safe calls there
+// (signal-safety(7)): no allocation, no locks, no dlopen/dl_iterate_phdr, nothing that may take
+// a lock the interrupted thread could hold. Reports are written through files/safe_write.h.
+//
 // The hang watchdog: when no thread of this rank has entered or left an NVTX range and no
 // collective has started or completed for LAGGARD_HANG_S seconds, write a hang report (every
 // thread's native stack, open NVTX sections, NCCL collectives in flight) into the run

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "name_table.h"
 #include "thread_registry.h"
+#include "safe_write.h"
 #include "writer.h"
 
 namespace laggard::watch {
@@ -152,27 +153,16 @@ HangReport Watchdog::build_report(int64_t now) {
   return r;
 }
 
+// Through the one safe-write path (files/safe_write.h): the run directory verified, the temp file
+// created O_EXCL|O_NOFOLLOW beside it, renamed, and synced: a hang report is often the last thing
+// a job leaves before it is killed.
 std::string Watchdog::write(const HangReport& r) {
-  if (std::string err = make_dirs(rank_.run_dir); !err.empty()) return err;
-  std::string path = rank_.run_dir + "/" + hang_report_name(r.rank, r.pid, r.index);
-  std::string tmp = path + ".tmp";
-  std::string text = render_hang_report(r);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot write " + tmp + ": " + std::strerror(errno);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string err = "cannot write " + tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return err;
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return "cannot rename " + tmp + ": " + std::strerror(errno);
+  RunDirFd dir(rank_.run_dir);
+  if (!dir.ok()) return dir.error();
+  if (std::string err = dir.write_atomically(hang_report_name(r.rank, r.pid, r.index), render_hang_report(r),
+                                             Durability::synced);
+      !err.empty())
+    return err;
   ++written_;
   return "";
 }

@@ -1,3 +1,10 @@
+// ROOM app_thread/ -- code here runs on the APPLICATION's threads, inside its NVTX calls.
+// Allowed after a thread's first call: loads and stores to this thread's own memory, atomics,
+// reading the CPU counter. Not allowed: allocation, locks, syscalls, I/O, logging, throwing
+// into the caller. A thread's first call (and a name it has never seen) may take the name table's
+// lock once; that is the only slow path, and it is bounded. thread_registry.h is also read by
+// the watchdog's signal handler (watchdog/stack_sampler.cpp): only lock-free fixed slots there.
+//
 // Hot path. After a thread's first call, a push or pop is: a TLS load, a string hash and
 // compare against the thread's name cache, a CPU counter read (tsc_clock.h) and a few stores into memory
 // only this thread writes. No allocation, no syscall, no lock. Every entry point catches

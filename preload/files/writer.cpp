@@ -9,10 +9,14 @@
 #include "gpu_health_json.h"
 #include "json_out.h"
 #include "nccl_json.h"
-#include "safe_dir.h"
+#include "safe_write.h"
 
 namespace laggard {
 namespace {
+
+// A rank's last write (clean exit, SIGTERM/SIGINT) is synced to disk: the job, or the node, may
+// be gone next (safe_write.h, "Durability").
+Durability last_words(bool final, int signal) { return final || signal ? Durability::synced : Durability::cached; }
 
 void drops_json(JsonOut& j, const DropCounters& d) {
   j.begin_object()
@@ -223,7 +227,8 @@ std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& to
     unwritten_bytes_ -= old.bytes;
     unwritten_.pop_front();
   }
-  if (std::string err = dir.write_atomically(file_name(current_.number), render(current_, totals, final, signal));
+  if (std::string err = dir.write_atomically(file_name(current_.number), render(current_, totals, final, signal),
+                                             last_words(final, signal));
       !err.empty())
     return err;
   current_.on_disk = current_.windows_json.size();
@@ -253,7 +258,7 @@ std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCount
   RunDirFd dir(run_dir_, created_dir_);
   if (!dir.ok()) return dir.error();
   if (dir.created()) created_dir_ = dir.identity();
-  return append_pending(dir);
+  return append_pending(dir, last_words(final, signal));
 }
 
 // Keeps unwritten frames within max_unwritten_bytes: the oldest go, counted as lost windows.
@@ -266,11 +271,12 @@ void SegmentWriter::make_room(size_t bytes) {
 }
 
 // Oldest first, stopping at the first failure (a hung or full file system fails them all).
-std::string SegmentWriter::append_pending(const RunDirFd& dir) {
+std::string SegmentWriter::append_pending(const RunDirFd& dir, Durability durability) {
   while (!pending_frames_.empty()) {
     PendingFrame& f = pending_frames_.front();
     bool fresh = f.segment > created_segment_;
-    if (std::string err = dir.append_whole(file_name(f.segment), f.bytes, fresh); !err.empty()) return err;
+    Durability d = pending_frames_.size() == 1 ? durability : Durability::cached;  // the last frame syncs the file
+    if (std::string err = dir.append_whole(file_name(f.segment), f.bytes, fresh, d); !err.empty()) return err;
     created_segment_ = std::max(created_segment_, f.segment);
     pending_bytes_ -= f.bytes.size();
     pending_frames_.pop_front();

@@ -1,3 +1,10 @@
+// ROOM flush/ -- code here runs on laggard's own flush thread (and at exit on the exiting
+// thread, once the flush thread is stopped): it drains what app threads appended, closes windows
+// and hands them to files/. Allocation and the registry lock are fine here; waiting on anything
+// the application holds (its locks, its fds, a GPU call) is not: the flush thread must always
+// come back to flush and to run the hang watchdog. Capture sources (cupti/, nccl_hooks/, nvml/)
+// plug in through source.h.
+//
 // Collects records from every capturing thread and aggregates them per window.
 // Threads append to their own ThreadBuffer (lock-free); only the flush thread drains and
 // aggregates, so aggregation needs no locks beyond the thread registry.

@@ -1,4 +1,4 @@
-#include "safe_dir.h"
+#include "safe_write.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,6 +33,12 @@ std::string parent_of(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// fsync of the file; of the directory too after a rename, so the new name survives a reboot.
+std::string sync_if(Durability durability, int fd) {
+  if (durability != Durability::synced) return "";
+  return ::fsync(fd) == 0 || errno == EINVAL || errno == EROFS ? "" : std::strerror(errno);
 }
 
 bool pid_is_dead(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
@@ -95,7 +101,8 @@ RunDirFd::~RunDirFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string RunDirFd::write_atomically(const std::string& name, const std::string& data) const {
+std::string RunDirFd::write_atomically(const std::string& name, const std::string& data,
+                                       Durability durability) const {
   std::string tmp = "." + name + ".tmp";
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   int fd = ::openat(fd_, tmp.c_str(), kFlags, kFileMode);
@@ -107,8 +114,10 @@ std::string RunDirFd::write_atomically(const std::string& name, const std::strin
   }
   if (fd < 0) return "cannot write '" + path_ + "/" + tmp + "': " + std::strerror(errno);
   std::string err = write_all(fd, data);
+  if (err.empty()) err = sync_if(durability, fd);
   if (::close(fd) != 0 && err.empty()) err = std::strerror(errno);
   if (err.empty() && ::renameat(fd_, tmp.c_str(), fd_, name.c_str()) != 0) err = std::strerror(errno);
+  if (err.empty()) (void)sync_if(durability, fd_);  // the rename itself; the data is safe already
   if (!err.empty()) {
     ::unlinkat(fd_, tmp.c_str(), 0);
     return "cannot write '" + path_ + "/" + name + "': " + err;
@@ -116,7 +125,8 @@ std::string RunDirFd::write_atomically(const std::string& name, const std::strin
   return "";
 }
 
-std::string RunDirFd::append_whole(const std::string& name, const std::string& data, bool fresh) const {
+std::string RunDirFd::append_whole(const std::string& name, const std::string& data, bool fresh,
+                                   Durability durability) const {
   int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_CREAT;
   if (fresh) {
     ::unlinkat(fd_, name.c_str(), 0);  // a planted name goes; never opened
@@ -129,8 +139,10 @@ std::string RunDirFd::append_whole(const std::string& name, const std::string& d
   if (::fstat(fd, &st) != 0) err = std::strerror(errno);
   else if (!S_ISREG(st.st_mode)) err = "not a regular file";
   if (err.empty()) err = write_all(fd, data);
+  if (err.empty()) err = sync_if(durability, fd);
   if (!err.empty() && S_ISREG(st.st_mode)) (void)::ftruncate(fd, st.st_size);  // no torn frame stays
   if (::close(fd) != 0 && err.empty()) err = std::strerror(errno);
+  if (err.empty() && fresh) (void)sync_if(durability, fd_);  // a new name in the directory
   return err.empty() ? "" : "cannot write '" + path_ + "/" + name + "': " + err;
 }
 
