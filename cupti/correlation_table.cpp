@@ -4,11 +4,11 @@ namespace laggard::cupti {
 
 CorrelationTable::CorrelationTable(size_t slots_pow2) : slots_(new Slot[slots_pow2]), mask_(slots_pow2 - 1) {}
 
-void CorrelationTable::enter(uint32_t id, uint32_t section, uint32_t tid, int64_t now_ns) {
-  if (id == kEmpty || id == kBusy) return;
+bool CorrelationTable::enter(uint32_t id, uint32_t section, uint32_t tid, int64_t now_ns) {
+  if (id == kEmpty || id == kBusy) return false;
   Slot& s = slots_[id & mask_];
   uint32_t prev = s.id.load(std::memory_order_relaxed);
-  if (prev == id) return;  // nested call of the same launch: the outer one already wrote
+  if (prev == id) return false;  // nested call of the same launch: the outer one already wrote
   // Mark busy so a reader never takes half-written fields for the new id (or the old one).
   s.id.store(kBusy, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -17,6 +17,7 @@ void CorrelationTable::enter(uint32_t id, uint32_t section, uint32_t tid, int64_
   s.start_ns.store(now_ns, std::memory_order_relaxed);
   s.end_ns.store(0, std::memory_order_relaxed);
   s.id.store(id, std::memory_order_release);
+  return true;
 }
 
 void CorrelationTable::exit(uint32_t id, int64_t now_ns) {

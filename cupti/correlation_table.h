@@ -23,8 +23,8 @@ class CorrelationTable {
   explicit CorrelationTable(size_t slots_pow2 = 1u << 17);
 
   // API entry. A second entry with the same id (a runtime call and the driver call inside it)
-  // keeps the first one's start.
-  void enter(uint32_t correlation, uint32_t section, uint32_t tid, int64_t now_ns);
+  // keeps the first one's start. True for the first entry of an id: one launch, counted once.
+  bool enter(uint32_t correlation, uint32_t section, uint32_t tid, int64_t now_ns);
   // API exit: the latest exit with this id sets the end.
   void exit(uint32_t correlation, int64_t now_ns);
   // False when the id was never entered or its slot was reused since.

@@ -172,10 +172,45 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 
 }  // namespace
 
+// "dir/{a,b}" for files of one directory, in order of first appearance; bare names (the loader's
+// search path) as "{a,b} on the loader's search path".
+static std::string group_by_directory(const std::vector<std::string>& paths) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const std::string& p : paths) {
+    std::string d = dir_of(p), b = base_of(p);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == d; });
+    if (it == groups.end()) groups.push_back({d, {b}});
+    else it->second.push_back(b);
+  }
+  std::string out;
+  for (const auto& [dir, names] : groups) {
+    std::string list = names.size() == 1 ? names[0] : "{" + names[0];
+    for (size_t i = 1; i < names.size(); ++i) list += "," + names[i];
+    if (names.size() > 1) list += "}";
+    out += (out.empty() ? "" : ", ") + (dir.empty() ? list + " on the loader's search path" : dir + "/" + list);
+  }
+  return out;
+}
+
+// CUDA 11's CUPTI carries the minor version in its soname (libcupti.so.11.8, a cu118 wheel's
+// nvidia/cuda_cupti/lib/libcupti.so.11.8); from CUDA 12 on the soname is the major alone.
+static std::vector<std::string> sonames_of_major(int major, int driver_version) {
+  if (major != 11) return {"libcupti.so." + std::to_string(major)};
+  std::vector<int> minors;
+  const int driver_minor = driver_version / 1000 == 11 ? driver_version % 1000 / 10 : 8;
+  for (int m = std::min(driver_minor, 8); m >= 0; --m) minors.push_back(m);  // what the driver supports first
+  for (int m = driver_minor + 1; m <= 8; ++m) minors.push_back(m);
+  std::vector<std::string> out;
+  for (int m : minors) out.push_back("libcupti.so.11." + std::to_string(m));
+  return out;
+}
+
 std::vector<std::string> cupti_sonames(int driver_version) {
   int driver_major = driver_version / 1000;
   std::vector<std::string> out;
-  auto add = [&](int major) { out.push_back("libcupti.so." + std::to_string(major)); };
+  auto add = [&](int major) {
+    for (std::string& n : sonames_of_major(major, driver_version)) out.push_back(std::move(n));
+  };
   for (int m : kMajors)
     if (driver_major == 0 || m <= driver_major) add(m);  // what the driver supports, newest first
   for (int m : kMajors)
@@ -239,14 +274,16 @@ std::vector<std::string> loaded_cupti_paths(unsigned long long* adds) {
 
 LoadResult load_cupti(const LoaderOptions& o, const AcceptFn& accept) {
   LoadResult res;
-  std::string tried;
+  std::string tried;              // files that opened but were refused, and why
+  std::vector<std::string> not_found;
   std::vector<std::string> seen;  // files already tried (a NOLOAD hit is also a candidate path)
   auto attempt = [&](const std::string& what, int flags) -> bool {
     void* h = dlopen(what.c_str(), flags);
     if (!h) {
       if (!(flags & RTLD_NOLOAD)) {
         const char* e = dlerror();
-        tried += (tried.empty() ? "" : "; ") + what + (e && std::strstr(e, "No such file") ? ": not found" : "");
+        if (e && std::strstr(e, "No such file")) not_found.push_back(what);
+        else tried += (tried.empty() ? "" : "; ") + what + (e ? std::string(": ") + e : "");
       }
       return false;
     }
@@ -274,7 +311,9 @@ LoadResult load_cupti(const LoaderOptions& o, const AcceptFn& accept) {
       if (attempt(n, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return res;
   for (const std::string& c : cupti_candidates(o))
     if (attempt(c, RTLD_NOW | RTLD_LOCAL)) return res;
-  res.error = "libcupti not found or unusable (tried " + tried + ")";
+  std::string missing = group_by_directory(not_found);
+  res.error = "libcupti not found or unusable (tried " + tried + (tried.empty() || missing.empty() ? "" : "; ") +
+              (missing.empty() ? "" : "not found: " + missing) + ")";
   return res;
 }
 

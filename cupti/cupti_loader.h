@@ -30,7 +30,8 @@ struct LoadResult {
 //   site-packages/nvidia/*/lib, $CUDA_HOME/{lib64,extras/CUPTI/lib64},
 //   /usr/local/cuda/{lib64,extras/CUPTI/lib64}; else the loader's search path. In each place the
 //   soname matching the driver's CUDA major version comes first (a CUPTI newer than the driver
-//   answers CUPTI_ERROR_NOT_INITIALIZED), then older ones, then newer ones.
+//   answers CUPTI_ERROR_NOT_INITIALIZED), then older ones, then newer ones. CUDA 11's sonames
+//   carry the minor version (libcupti.so.11.8 ... libcupti.so.11.0).
 std::vector<std::string> cupti_candidates(const LoaderOptions& opts);
 
 // The libcupti sonames in the order tried for a driver of `driver_version` (0: unknown).

@@ -37,6 +37,7 @@
 #include "cupti_loader.h"
 #include "gpu_capture.h"
 #include "log.h"
+#include "shared_cupti.h"
 #include "source.h"
 
 namespace laggard::cupti {
@@ -45,6 +46,8 @@ namespace {
 constexpr int64_t kPollNs = 250'000'000;   // look for an initialized driver 4x a second
 constexpr int64_t kFlushNs = 200'000'000;  // hand completed CUPTI buffers over 5x a second
 constexpr int64_t kExitCuptiWaitNs = 200'000'000;  // after the lifecycle's own wait for the flush thread
+constexpr int64_t kFirstRetryNs = 1'000'000'000;   // another client held CUPTI at attach: try again
+constexpr int64_t kMaxRetryNs = 60'000'000'000;
 
 struct SourceState {
   std::mutex mu;  // attach vs. window close
@@ -62,6 +65,7 @@ struct SourceState {
   bool warned_second_copy = false;
   uint64_t open_window = 0;
   int64_t next_poll_ns = 0, next_flush_ns = 0;
+  int64_t next_retry_ns = 0, retry_delay_ns = 0;  // attach waiting for another CUPTI client to leave
 };
 
 SourceState& state() {
@@ -121,9 +125,51 @@ void check_second_copy(SourceState& st) {
   }
 }
 
+// An attach that succeeded: CUPTI stays loaded and attached until exit.
+void attached(SourceState& st, const char* trigger) {
+  st.library_real = real_path(st.api->describe());
+  set_laggard_cupti_library(st.library_real);
+  st.status = "on";
+  st.attached.store(true);
+  on_exit(&on_process_exit, nullptr);  // after libcupti's destructors were registered: runs first
+  log_info("capturing GPU kernels (found CUDA via %s) with %s (CUPTI %u)", trigger, st.api->describe().c_str(),
+           st.capture->cupti_version());
+  if (!st.injection_other.empty())
+    log_warn("CUDA_INJECTION64_PATH belongs to another tool (%s): laggard attached late, from its poll, so GPU "
+             "work launched before that is not captured", st.injection_other.c_str());
+}
+
+// Another CUPTI client held the subscriber at attach (Nsight Systems, a profiler): CUPTI stays
+// loaded and attach is tried again (one cuptiSubscribe call) after 1 s, then twice as long each
+// time, up to every 60 s.
+void wait_and_retry(SourceState& st, const std::string& why) {
+  const bool first = st.retry_delay_ns == 0;
+  st.retry_delay_ns = first ? kFirstRetryNs : std::min(st.retry_delay_ns * 2, kMaxRetryNs);
+  st.next_retry_ns = mono_ns() + st.retry_delay_ns;
+  st.status = "waiting: " + why;
+  if (first)
+    log_warn("GPU kernels are not captured yet: %s: %s; laggard tries again while NVTX capture goes on",
+             st.api->describe().c_str(), why.c_str());
+}
+
+void give_up(SourceState& st, const std::string& err) {
+  st.gave_up.store(true);
+  st.status = "off: " + err;
+  LAGGARD_WARN_ONCE("GPU kernels are not captured: %s; NVTX capture goes on", err.c_str());
+}
+
+// A retry with the CUPTI already loaded (caller holds st.mu).
+void retry_locked(SourceState& st) {
+  std::string why = st.capture->attach(st.open_window, AttachTrigger::later);
+  if (why.empty()) return attached(st, "a retry");
+  if (st.capture->retryable()) return wait_and_retry(st, why);
+  give_up(st, st.api->describe() + ": " + why);
+}
+
 // Caller holds st.mu.
-void attach_locked(SourceState& st, const char* trigger) {
+void attach_locked(SourceState& st, const char* trigger, AttachTrigger when) {
   if (st.attached.load() || st.gave_up.load() || st.forked.load() || !st.cfg.cupti) return;
+  if (st.capture) return retry_locked(st);
   const char* cuda_home = std::getenv("CUDA_HOME");
   LoaderOptions lo{st.cfg.cupti_path, cuda_home ? cuda_home : ""};
   discover_loaded(lo);
@@ -133,8 +179,8 @@ void attach_locked(SourceState& st, const char* trigger) {
   // CUPTI_ERROR_NOT_INITIALIZED, and the next candidate gets its turn.
   auto accept = [&](CuptiApi& api, std::string* why) -> Accept {
     auto cap = std::make_unique<GpuCapture>(api, opt, &current_section);
-    *why = cap->attach(st.open_window);
-    if (why->empty()) {
+    *why = cap->attach(st.open_window, when);
+    if (why->empty() || cap->retryable()) {
       st.capture = std::move(cap);
       return Accept::use;
     }
@@ -148,24 +194,11 @@ void attach_locked(SourceState& st, const char* trigger) {
     return Accept::use;  // with the error: another candidate would fail the same way
   };
   LoadResult lr = load_cupti(lo, accept);
-  std::string err = lr.error;
-  if (lr.api && !st.capture) err = err.empty() ? "attach failed" : err;
-  if (!err.empty()) {
-    st.gave_up.store(true);
-    st.status = "off: " + err;
-    LAGGARD_WARN_ONCE("GPU kernels are not captured: %s; NVTX capture goes on", err.c_str());
-    return;
-  }
+  if (!lr.api) return give_up(st, lr.error);
   st.api = std::move(lr.api);
-  st.library_real = real_path(st.api->describe());
-  st.status = "on";
-  st.attached.store(true);
-  on_exit(&on_process_exit, nullptr);  // after libcupti's destructors were registered: runs first
-  log_info("capturing GPU kernels (found CUDA via %s) with %s (CUPTI %u)", trigger, st.api->describe().c_str(),
-           st.capture->cupti_version());
-  if (!st.injection_other.empty())
-    log_warn("CUDA_INJECTION64_PATH belongs to another tool (%s): laggard attached late, from its poll, so GPU "
-             "work launched before that is not captured", st.injection_other.c_str());
+  if (!st.capture) return give_up(st, st.api->describe() + ": " + (lr.error.empty() ? "attach failed" : lr.error));
+  if (!lr.error.empty()) return wait_and_retry(st, lr.error);
+  attached(st, trigger);
 }
 
 void on_window(WindowSnapshot& w, bool final) {
@@ -177,6 +210,7 @@ void on_window(WindowSnapshot& w, bool final) {
     check_second_copy(st);
   } else if (st.cfg.cupti) {
     w.gpu_status.cupti = st.status;
+    if (st.api) w.gpu_status.library = st.api->describe();
   }
   st.open_window = w.index + 1;
 }
@@ -191,11 +225,16 @@ void on_tick() {
     st.capture->tick();
     return;
   }
+  if (st.capture) {  // loaded, waiting for another client to leave CUPTI
+    if (now < st.next_retry_ns) return;
+    std::lock_guard<std::mutex> lock(st.mu);
+    return retry_locked(st);
+  }
   if (now < st.next_poll_ns) return;
   st.next_poll_ns = now + kPollNs;
   if (!cuda_initialized()) return;
   std::lock_guard<std::mutex> lock(st.mu);
-  attach_locked(st, "the flush thread's poll");
+  attach_locked(st, "the flush thread's poll", AttachTrigger::later);
 }
 
 void on_pause(bool) {
@@ -249,7 +288,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     SourceState& st = state();
     if (!st.cfg.cupti || st.forked.load() || !laggard::activate_capture()) return 1;
     std::lock_guard<std::mutex> lock(st.mu);
-    attach_locked(st, "cuInit");
+    attach_locked(st, "cuInit", AttachTrigger::cuda_init);
   } catch (...) {
   }
   return 1;

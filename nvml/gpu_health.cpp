@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -22,6 +23,8 @@ std::string GpuHealth::load(const std::string& library) {
   get_count_ = sym<GetCountFn>("nvmlDeviceGetCount_v2");
   by_index_ = sym<GetHandleByIndexFn>("nvmlDeviceGetHandleByIndex_v2");
   by_uuid_ = sym<GetHandleByUuidFn>("nvmlDeviceGetHandleByUUID");
+  by_pci_ = sym<GetHandleByPciBusIdFn>("nvmlDeviceGetHandleByPciBusId_v2");
+  parent_of_mig_ = sym<GetParentOfMigFn>("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
   get_uuid_ = sym<GetUuidFn>("nvmlDeviceGetUUID");
   clock_ = sym<GetClockInfoFn>("nvmlDeviceGetClockInfo");
   temperature_ = sym<GetTemperatureFn>("nvmlDeviceGetTemperature");
@@ -32,6 +35,35 @@ std::string GpuHealth::load(const std::string& library) {
   if (!init || !get_count_ || !by_index_) return file + " lacks nvmlInit_v2 or nvmlDeviceGetHandleByIndex_v2";
   if (nvmlReturn_t rc = init(); rc != NVML_SUCCESS) return "nvmlInit_v2 failed (" + std::to_string(rc) + ")";
   return "";
+}
+
+int GpuHealth::nvml_index(nvmlDevice_t handle) const {
+  unsigned count = 0;
+  if (!get_count_ || get_count_(&count) != NVML_SUCCESS) return -1;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t h = nullptr;
+    if (by_index_(i, &h) == NVML_SUCCESS && h == handle) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool GpuHealth::use(nvmlDevice_t handle) {
+  int index = nvml_index(handle);
+  nvmlDevice_t parent = nullptr;
+  // A MIG instance's handle is not among NVML's GPUs and answers no clock or power query: its GPU's.
+  if (index < 0 && parent_of_mig_ && parent_of_mig_(handle, &parent) == NVML_SUCCESS) {
+    handle = parent;
+    index = nvml_index(handle);
+  }
+  if (index < 0) return false;
+  Device d{};
+  d.index = index;
+  d.handle = handle;
+  char uuid[NVML_DEVICE_UUID_BUFFER_SIZE] = {};
+  if (get_uuid_ && get_uuid_(d.handle, uuid, sizeof uuid) == NVML_SUCCESS) d.uuid = uuid;
+  devices_.clear();
+  devices_.push_back(std::move(d));
+  return true;
 }
 
 void GpuHealth::choose_devices(const char* visible, int local_rank) {
@@ -47,23 +79,61 @@ void GpuHealth::choose_devices(const char* visible, int local_rank) {
   }
   if (ids.empty()) return;  // CUDA_VISIBLE_DEVICES="": this process sees no GPU
   const std::string& id = ids[static_cast<size_t>(std::max(local_rank, 0)) % ids.size()];
-  Device d{};
-  d.index = -1;
   char* end = nullptr;
   long index = std::strtol(id.c_str(), &end, 10);
+  nvmlDevice_t h = nullptr;
   if (end && *end == '\0' && index >= 0 && static_cast<unsigned>(index) < count) {
-    if (by_index_(static_cast<unsigned>(index), &d.handle) == NVML_SUCCESS) d.index = static_cast<int>(index);
-  } else if (by_uuid_ && by_uuid_(id.c_str(), &d.handle) == NVML_SUCCESS) {
-    d.index = 0;
-    for (unsigned i = 0; i < count; ++i) {  // NVML's index of that device, for the file
-      nvmlDevice_t h = nullptr;
-      if (by_index_(i, &h) == NVML_SUCCESS && h == d.handle) d.index = static_cast<int>(i);
-    }
+    if (by_index_(static_cast<unsigned>(index), &h) != NVML_SUCCESS || !use(h)) return;
+    // CUDA numbers fastest first unless told otherwise; NVML by PCI bus: the same GPU only then.
+    const char* order = std::getenv("CUDA_DEVICE_ORDER");
+    exact_ = count == 1 || (order && std::strcmp(order, "PCI_BUS_ID") == 0);
+  } else if (by_uuid_ && by_uuid_(id.c_str(), &h) == NVML_SUCCESS && use(h)) {
+    exact_ = true;
   }
-  if (d.index < 0) return;
-  char uuid[NVML_DEVICE_UUID_BUFFER_SIZE] = {};
-  if (get_uuid_ && get_uuid_(d.handle, uuid, sizeof uuid) == NVML_SUCCESS) d.uuid = uuid;
-  devices_.push_back(std::move(d));
+}
+
+bool GpuHealth::choose_cuda_device(const CudaDevice& device) {
+  nvmlDevice_t h = nullptr;
+  bool found = (by_pci_ && !device.pci_bus_id.empty() && by_pci_(device.pci_bus_id.c_str(), &h) == NVML_SUCCESS) ||
+               (by_uuid_ && !device.uuid.empty() && by_uuid_(device.uuid.c_str(), &h) == NVML_SUCCESS);
+  if (!found || !use(h)) return false;
+  exact_ = true;
+  return true;
+}
+
+std::string nvml_uuid(const unsigned char b[16], bool mig) {
+  char out[64];
+  std::snprintf(out, sizeof out, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                mig ? "MIG" : "GPU", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                b[13], b[14], b[15]);
+  return out;
+}
+
+bool cuda_device_of_rank(int local_rank, CudaDevice* out, const char* library) {
+  void* h = dlopen(library, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!h) return false;
+  using GetCount = int (*)(int*);
+  using Get = int (*)(int*, int);
+  using BusId = int (*)(char*, int, int);
+  using Uuid = int (*)(unsigned char*, int);
+  auto count_fn = reinterpret_cast<GetCount>(dlsym(h, "cuDeviceGetCount"));
+  auto get_fn = reinterpret_cast<Get>(dlsym(h, "cuDeviceGet"));
+  auto bus_fn = reinterpret_cast<BusId>(dlsym(h, "cuDeviceGetPCIBusId"));
+  auto uuid_fn = reinterpret_cast<Uuid>(dlsym(h, "cuDeviceGetUuid_v2"));
+  if (!uuid_fn) uuid_fn = reinterpret_cast<Uuid>(dlsym(h, "cuDeviceGetUuid"));
+  // Before cuInit these answer CUDA_ERROR_NOT_INITIALIZED, touching nothing.
+  int count = 0, dev = 0;
+  bool ok = count_fn && get_fn && count_fn(&count) == 0 && count > 0 &&
+            get_fn(&dev, std::max(local_rank, 0) % count) == 0;
+  if (ok) {
+    char bus[64] = {};
+    if (bus_fn && bus_fn(bus, sizeof bus, dev) == 0) out->pci_bus_id = bus;
+    unsigned char uuid[16] = {};
+    if (uuid_fn && uuid_fn(uuid, dev) == 0) out->uuid = nvml_uuid(uuid);
+    ok = !out->pci_bus_id.empty() || !out->uuid.empty();
+  }
+  dlclose(h);  // balances NOLOAD's reference
+  return ok;
 }
 
 void GpuHealth::sample() {

@@ -1,6 +1,9 @@
 // GPU health's hooks into the capture lifecycle (see gpu_health.h): load NVML when capture
 // starts, sample on the flush thread about once a second, hand each window its summary.
+#include <algorithm>
 #include <atomic>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -14,6 +17,12 @@ namespace laggard::nvml {
 namespace {
 
 constexpr int64_t kSampleEveryNs = 1'000'000'000;
+// NVML calls take no timeout: a sample that took longer than this (a GPU in trouble, a busy
+// driver) makes sampling back off, up to once a minute, so the flush thread's other work (CUPTI
+// buffers, the window writes) keeps its pace. The hang watchdog runs on its own thread.
+constexpr int64_t kSlowSampleNs = 200'000'000;
+constexpr int64_t kMaxSampleEveryNs = 60'000'000'000;
+constexpr int64_t kCudaLookEveryNs = 1'000'000'000;  // until CUDA names the rank's device
 
 std::atomic<GpuHealth*> g_health{nullptr};  // never freed: the flush thread may still use it
 std::atomic<bool> g_wanted{false};
@@ -21,6 +30,8 @@ int g_local_rank = 0;                       // set before g_wanted
 bool g_tried = false;                       // flush thread only
 GpuHealth* volatile g_kept_unused = nullptr;  // NVML loaded but no GPU for this rank: kept, reachable (volatile: the store must stay)
 int64_t g_next_sample = 0;                  // flush thread only
+int64_t g_sample_every = kSampleEveryNs;    // flush thread only
+int64_t g_next_cuda_look = 0;               // flush thread only
 
 // On the activating (application) thread: only decide; loading NVML (nvmlInit can take a while
 // on a big machine) happens on the flush thread.
@@ -36,7 +47,9 @@ GpuHealth* load_once() {
   g_tried = true;
   auto* h = new GpuHealth();
   std::string why = h->load();
-  if (why.empty()) h->choose_devices(std::getenv("CUDA_VISIBLE_DEVICES"), g_local_rank);
+  CudaDevice dev;
+  if (why.empty() && !(cuda_device_of_rank(g_local_rank, &dev) && h->choose_cuda_device(dev)))
+    h->choose_devices(std::getenv("CUDA_VISIBLE_DEVICES"), g_local_rank);
   if (!why.empty() || !h->active()) {
     log_info("no GPU health telemetry: %s", why.empty() ? "NVML sees no GPU for this rank" : why.c_str());
     g_kept_unused = h;  // never freed on purpose (NVML stays loaded), but reachable: no leak report
@@ -47,6 +60,17 @@ GpuHealth* load_once() {
   return h;
 }
 
+// A guess made before CUDA was initialized is replaced by the device CUDA gives this rank.
+void match_cuda_device(GpuHealth* h, int64_t now) {
+  if (h->exact() || now < g_next_cuda_look) return;
+  g_next_cuda_look = now + kCudaLookEveryNs;
+  CudaDevice dev;
+  if (!cuda_device_of_rank(g_local_rank, &dev)) return;
+  if (!h->choose_cuda_device(dev))
+    log_info("GPU health: NVML has no GPU at PCI bus %s (CUDA's device for this rank)", dev.pci_bus_id.c_str());
+  g_next_cuda_look = INT64_MAX;  // CUDA answered: its device is final
+}
+
 void on_tick() {
   GpuHealth* h = g_health.load(std::memory_order_acquire);
   if (!h) {
@@ -54,9 +78,16 @@ void on_tick() {
     if (!(h = load_once())) return;
   }
   int64_t now = mono_ns();
+  match_cuda_device(h, now);
   if (now < g_next_sample) return;
-  g_next_sample = now + kSampleEveryNs;
   h->sample();
+  const int64_t took = mono_ns() - now;
+  if (took > kSlowSampleNs && g_sample_every < kMaxSampleEveryNs) {
+    g_sample_every = std::min(g_sample_every * 4, kMaxSampleEveryNs);
+    log_warn("GPU health: one NVML sample took %lld ms; sampling every %lld s from now on", (long long)(took / 1000000),
+             (long long)(g_sample_every / 1000000000));
+  }
+  g_next_sample = now + took + g_sample_every;
 }
 
 void on_window(WindowSnapshot& w, bool) {

@@ -189,6 +189,8 @@ struct CaptureWindow {
   // Schema v4 (docs/schema.md, "Version 4: CUPTI"): empty / 0 in older files.
   uint64_t gpu_launches = 0;        // launch callbacks seen while GPU capture was on
   std::string gpu_starved;          // CUPTI's records went elsewhere (another CUPTI client), and why
+  std::string gpu_shared;           // another CUPTI client held what laggard uses, and what that cost (issue 26)
+  uint64_t gpu_missed_launches = 0; // launches whose records laggard did not get because of it
   std::string gpu_clock_problem;    // GPU times of this window are unreliable, and why
   // Version 4, imported Kineto traces: events on a stream that are not GPU activity (CUDA syncs,
   // CPU ops carrying a stream argument), which HTA counts as GPU time; only --hta-compatible uses them.

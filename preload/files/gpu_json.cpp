@@ -57,6 +57,8 @@ void render_gpu_window(JsonOut& j, const GpuWindow& g, int64_t window_start_ns, 
       .field("clock_offset_ns", g.clock_offset_ns)
       .field("launches", g.launches);
   if (!g.starved.empty()) j.field("starved", g.starved);
+  if (!g.shared.empty()) j.field("shared", g.shared);
+  if (g.missed_launches) j.field("missed_launches", g.missed_launches);
   if (g.clock_ticks_per_ns != 1.0) j.field("clock_ticks_per_ns", g.clock_ticks_per_ns);
   if (!g.clock_problem.empty()) j.field("clock_problem", g.clock_problem);
   j.key("strings").array(g.strings);

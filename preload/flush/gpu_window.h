@@ -74,6 +74,9 @@ struct GpuWindow {
   // Schema v5: late records (in `records` with kGpuFlagLate, in `late` rather than `kernels`).
   std::vector<GpuLateStats> late;  // by window, oldest first
   uint64_t late_unplaced = 0;      // ended before the oldest close remembered: in `kernels`
+  // Issue 26 (docs/schema.md, "Issue 26: CUPTI shared with another client"), optional.
+  std::string shared;              // another CUPTI client held what laggard uses, and what that cost
+  uint64_t missed_launches = 0;    // launches whose records laggard did not get because of it
 };
 
 // What the file header says about GPU capture; the latest window's state wins.

@@ -289,6 +289,7 @@ void gather(GpuWork& w) {
     for (const CaptureWindow& cw : r.windows) {
       if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
       if (cw.gpu_sampled) ++g.sampled_windows;
+      g.missed_launches += cw.gpu_missed_launches;
       for (const KernelWindowStats& s : cw.kernel_stats) count_stats(w, ri, s, g);
     }
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");

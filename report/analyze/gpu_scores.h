@@ -42,6 +42,7 @@ struct RankGpu {
   int64_t kernel_ns = 0, nccl_ns = 0, memcpy_ns = 0, memset_ns = 0;
   // Data completeness: records captured vs. lost (CUPTI drops, records without times).
   uint64_t records = 0, lost = 0, unmatched = 0, buffer_full = 0;
+  uint64_t missed_launches = 0;  // launches another CUPTI client's use of CUPTI kept from laggard (issue 26)
   double completeness = 1.0;
 };
 

@@ -157,14 +157,17 @@ struct GpuPart {
 };
 
 void read_gpu(const Ctx& c, const Value& g, CaptureWindow& out, GpuPart& part) {
-  static constexpr std::array<std::string_view, 9> kNames = {
-      "sampled", "launches", "starved", "clock_problem", "strings", "kernels", "late", "stream_events", "records"};
-  std::array<const Value*, 9> f;
+  static constexpr std::array<std::string_view, 11> kNames = {
+      "sampled", "launches", "starved", "clock_problem", "strings", "kernels", "late", "stream_events", "records",
+      "shared", "missed_launches"};
+  std::array<const Value*, 11> f;
   c.members(g, kNames, f);
   out.gpu_sampled = boolean_or(f[0], false, false);
   out.gpu_launches = unsigned_or_zero(f[1]);
   out.gpu_starved = string_or(c, f[2], false);
   out.gpu_clock_problem = string_or(c, f[3], false);
+  out.gpu_shared = string_or(c, f[9], false);
+  out.gpu_missed_launches = unsigned_or_zero(f[10]);
   if (f[4]) c.each(*f[4], [&](const Value& s) { part.strings.push_back(c.str(s)); });
   const size_t n = part.strings.size();
   if (f[5]) c.each(*f[5], [&](const Value& k) { out.kernel_stats.push_back(kernel_stats(c, k, n)); });

@@ -102,6 +102,8 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   out.gpu_launches = values::unsigned_or_zero(g, "launches", "gpu.launches");
   out.gpu_starved = g.value("starved", std::string());
   out.gpu_clock_problem = g.value("clock_problem", std::string());
+  out.gpu_shared = g.value("shared", std::string());
+  out.gpu_missed_launches = values::unsigned_or_zero(g, "missed_launches", "gpu.missed_launches");
   std::vector<uint32_t> ids;
   for (const json& s : g.value("strings", json::array())) ids.push_back(strings.intern(s.get<std::string>()));
 
@@ -176,10 +178,18 @@ void compact_gpu_records(std::vector<CaptureWindow>& windows) {
 
 void finish_gpu_rank(RankData& r, std::vector<Problem>& problems) {
   merge_late_gpu_stats(r);
-  size_t starved = 0, unreliable = 0, gpu_windows = 0;
-  std::string reason, clock_reason;
+  size_t starved = 0, unreliable = 0, gpu_windows = 0, shared = 0;
+  uint64_t missed = 0;
+  std::string reason, clock_reason, shared_reason;
   for (const CaptureWindow& w : r.windows) {
     if (w.gpu_sampled || !w.kernel_stats.empty()) ++gpu_windows;
+    missed += w.gpu_missed_launches;
+    if (!w.gpu_shared.empty()) {
+      ++shared;
+      // The latest note naming a cost says most; else the latest.
+      if (w.gpu_missed_launches || shared_reason.empty() || shared_reason.find("not recorded") == std::string::npos)
+        shared_reason = w.gpu_shared;
+    }
     if (!w.gpu_starved.empty()) {
       ++starved;
       reason = w.gpu_starved;  // the latest says most
@@ -195,6 +205,17 @@ void finish_gpu_rank(RankData& r, std::vector<Problem>& problems) {
                                     r.rank, starved, gpu_windows, reason)});
     if (r.cupti_status == "on")
       r.cupti_status = fmt::format("starved in {} of {} windows: {}", starved, gpu_windows, reason);
+  }
+  // Issue 26: another CUPTI client (torch.profiler) in the process; laggard stepped aside and
+  // counted what that cost it.
+  if (shared) {
+    problems.push_back({"gpu_shared", r.rank, "",
+                        fmt::format("rank {}: CUPTI shared with another client in {} of {} windows ({} launches not "
+                                    "recorded): {}",
+                                    r.rank, shared, gpu_windows, missed, shared_reason)});
+    if (r.cupti_status == "on")
+      r.cupti_status = fmt::format("shared in {} of {} windows, {} launches not recorded: {}", shared, gpu_windows,
+                                   missed, shared_reason);
   }
   if (unreliable)
     problems.push_back({"gpu_clock", r.rank, "",

@@ -97,6 +97,8 @@ void no_gpu_text(const GpuScoreReport& gpu, std::ostream& out) {
 std::string rank_gpu_notes(const RankGpu& r) {
   std::string notes;
   if (r.cupti_status.rfind("starved", 0) == 0) notes += "CUPTI " + r.cupti_status.substr(0, r.cupti_status.find(':')) + "; ";
+  if (r.cupti_status.rfind("shared", 0) == 0) notes += "CUPTI " + r.cupti_status.substr(0, r.cupti_status.find(',')) + "; ";
+  if (r.missed_launches) notes += fmt::format("{} launches not recorded; ", r.missed_launches);
   if (r.lost) notes += fmt::format("{} lost; ", r.lost);
   if (r.unmatched) notes += fmt::format("{} unattributed; ", r.unmatched);
   if (r.buffer_full) notes += fmt::format("buffers full {}x; ", r.buffer_full);
@@ -219,6 +221,7 @@ json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
                      {"lost_records", r.lost},
                      {"unmatched_correlation", r.unmatched},
                      {"buffer_full", r.buffer_full},
+                     {"missed_launches", r.missed_launches},
                      {"sections", sections_json(r.sections)}});
   j["ranks"] = std::move(ranks);
   json windows = json::array();

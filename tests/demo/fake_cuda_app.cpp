@@ -5,20 +5,29 @@
 //
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
 //                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
-//                         [--nvtx-first] [--autograd-thread] [--profiler-steps A:B] [--late-library PATH]
+//                         [--nvtx-first] [--autograd-thread] [--late-library PATH]
 //                         [--fork-thread N] [--stall-ms MS]
+//                         [--profiler-steps A:B | --profiler-schedule W:U:A:R] [--profiler eager|lazy]
+//                         [--profiler-cpu-only] [--profiler-teardown] [--profiler-buffer-kb KB]
+//                         [--profiler-max-kb KB] [--run-at S:COMMAND]...
 //
 // Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
 // then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
 // --nvtx-first marks an "init" range before cuInit (laggard then starts with NVTX, not CUDA).
 // --autograd-thread launches the backward kernels from a second thread that holds no NVTX range
 // while the main thread waits inside "backward", as PyTorch's autograd engine does.
-// --profiler-steps A:B plays torch.profiler running from step A to step B: at A, what Kineto does
-// when it starts (a timestamp callback returning TSC-like cycles, its own activity buffers,
-// kernels/copies/sets enabled); at B, what it does when it stops (flush, kinds disabled; the
-// callbacks stay). Kineto is linked against libcupti, so its calls bind by symbol lookup: here
-// dlsym(RTLD_DEFAULT), which finds a preloaded library's definitions first, as the dynamic
-// linker would. Prints "profiler records=N" at the end.
+//
+// torch.profiler stand-in: Kineto's CUPTI calls in Kineto's order (tests/fakes/fake_kineto.h,
+// which cites the Kineto lines), reached by symbol lookup as libtorch_cuda.so reaches libcupti
+// (dlsym(RTLD_DEFAULT): a preloaded liblaggard's definitions first, as the dynamic linker binds):
+//   --profiler-steps A:B         one profiling cycle: prepared at step A, stopped and processed at B
+//   --profiler-schedule W:U:A:R  torch.profiler.schedule(wait=W, warmup=U, active=A, repeat=R)
+//   --profiler eager|lazy        Kineto before 7a3ba363 (subscribes at the first use) or after (default)
+//   --profiler-cpu-only          activities=[CPU]: no kernel, copy or set records
+//   --profiler-teardown          TEARDOWN_CUPTI=1: cuptiFinalize at each new cycle
+//   --profiler-buffer-kb / --profiler-max-kb  its buffer size (default 64) and limit (default 131072)
+// Prints "profiler records=N kernels=K unknown_buffers=U cpu_only=C cycles=Y" at the end.
+// --run-at S:COMMAND runs COMMAND (sh -c) before step S and waits for it (e.g. `laggard ctl DIR pause`).
 // --late-library PATH dlopens PATH halfway through the steps (a second libcupti appearing late).
 // --fork-thread N: a second thread forks N times while the steps run, as a DataLoader starting
 // workers does; each child marks one NVTX range (no CUDA: a forked child may not use it) and
@@ -38,31 +47,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include "fake_kineto.h"
 
 namespace {
 
-// ---- the torch.profiler stand-in (see --profiler-steps) ----
-using RecordsIn = unsigned long long (*)(unsigned char*, unsigned long long);
-RecordsIn g_records_in = nullptr;
-std::atomic<unsigned long long> g_profiler_records{0};
-
-uint64_t CUPTIAPI profiler_cycles() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>((double(ts.tv_sec) * 1e9 + double(ts.tv_nsec)) * 2.5);  // a 2.5 GHz TSC
-}
-void CUPTIAPI profiler_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, 1 << 16));
-  *size = 1 << 16;
-  *max_records = 0;
-}
-void CUPTIAPI profiler_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-  if (buffer && g_records_in) g_profiler_records += g_records_in(buffer, valid);
-  std::free(buffer);
-}
-
+// ---- the torch.profiler stand-in (see --profiler-*) ----
 template <class F>
 F cupti_fn(const char* name) {
   auto f = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
@@ -73,21 +68,64 @@ F cupti_fn(const char* name) {
   return f;
 }
 
-constexpr CUpti_ActivityKind kProfilerKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                                 CUPTI_ACTIVITY_KIND_MEMSET};
-
-void profiler_start() {  // libkineto: configureCuptiTimestampSource, then enableCuptiActivities
-  cupti_fn<decltype(&cuptiActivityRegisterTimestampCallback)>("cuptiActivityRegisterTimestampCallback")(
-      &profiler_cycles);
-  cupti_fn<decltype(&cuptiActivityRegisterCallbacks)>("cuptiActivityRegisterCallbacks")(&profiler_requested,
-                                                                                          &profiler_completed);
-  for (auto k : kProfilerKinds) cupti_fn<decltype(&cuptiActivityEnable)>("cuptiActivityEnable")(k);
+laggard::fake::KinetoCupti cupti_by_symbol() {
+  laggard::fake::KinetoCupti c;
+  c.subscribe = cupti_fn<decltype(&cuptiSubscribe)>("cuptiSubscribe");
+  c.unsubscribe = cupti_fn<decltype(&cuptiUnsubscribe)>("cuptiUnsubscribe");
+  c.finalize = cupti_fn<decltype(&cuptiFinalize)>("cuptiFinalize");
+  c.enable_callback = cupti_fn<decltype(&cuptiEnableCallback)>("cuptiEnableCallback");
+  c.get_version = cupti_fn<decltype(&cuptiGetVersion)>("cuptiGetVersion");
+  c.register_callbacks = cupti_fn<decltype(&cuptiActivityRegisterCallbacks)>("cuptiActivityRegisterCallbacks");
+  c.enable = cupti_fn<decltype(&cuptiActivityEnable)>("cuptiActivityEnable");
+  c.disable = cupti_fn<decltype(&cuptiActivityDisable)>("cuptiActivityDisable");
+  c.flush_all = cupti_fn<decltype(&cuptiActivityFlushAll)>("cuptiActivityFlushAll");
+  c.next_record = cupti_fn<decltype(&cuptiActivityGetNextRecord)>("cuptiActivityGetNextRecord");
+  c.register_timestamp_callback =
+      cupti_fn<decltype(&cuptiActivityRegisterTimestampCallback)>("cuptiActivityRegisterTimestampCallback");
+  return c;
 }
 
-void profiler_stop() {  // libkineto: flush, then disableCuptiActivities
-  cupti_fn<decltype(&cuptiActivityFlushAll)>("cuptiActivityFlushAll")(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (auto k : kProfilerKinds) cupti_fn<decltype(&cuptiActivityDisable)>("cuptiActivityDisable")(k);
-}
+// torch.profiler.schedule(wait, warmup, active, repeat) over the steps (torch/profiler/profiler.py:
+// each cycle is wait + warmup + active steps; prepareTrace when warmup begins, startTrace when
+// active begins, stopTrace + processTrace after the last active step).
+struct Schedule {
+  int wait = 0, warmup = 0, active = 0, repeat = 0;
+  enum Action { none, prepare, start, prepare_and_start };
+  int cycle_len() const { return wait + warmup + active; }
+  Action before(int step) const {
+    if (active <= 0 || cycle_len() == 0 || step / cycle_len() >= repeat) return none;
+    int at = step % cycle_len();
+    if (at == wait && warmup > 0) return prepare;
+    if (at == wait + warmup) return warmup > 0 ? start : prepare_and_start;
+    return none;
+  }
+  bool stops_after(int step) const {
+    return active > 0 && cycle_len() > 0 && step / cycle_len() < repeat && step % cycle_len() == cycle_len() - 1;
+  }
+};
+
+struct Profiler {
+  std::unique_ptr<laggard::fake::FakeKineto> kineto;
+  Schedule schedule;
+  bool gpu = true;
+  int cycles = 0;
+
+  void before_step(int step) {
+    if (!kineto) return;
+    switch (schedule.before(step)) {
+      case Schedule::prepare: kineto->prepare(gpu); break;
+      case Schedule::start: kineto->start(); break;
+      case Schedule::prepare_and_start: kineto->prepare(gpu), kineto->start(); break;
+      case Schedule::none: break;
+    }
+  }
+  void after_step(int step) {
+    if (!kineto || !schedule.stops_after(step)) return;
+    kineto->stop();
+    kineto->process();
+    ++cycles;
+  }
+};
 
 using Launch = unsigned (*)(const char*, unsigned, unsigned, unsigned long long, int);
 using Memcpy = unsigned (*)(unsigned long long);
@@ -136,7 +174,10 @@ int main(int argc, char** argv) {
   int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
   double step_ms = 30, slow_factor = 1, wait_ms = 0;
   bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
-  int profiler_from = -1, profiler_to = -1;
+  Profiler profiler;
+  bool want_profiler = false;
+  laggard::fake::KinetoOptions kopt;
+  std::vector<std::pair<int, std::string>> run_at;
   std::string late_library;
   int fork_count = 0;
   double stall_ms = 0;
@@ -162,7 +203,28 @@ int main(int argc, char** argv) {
     else if (a == "--fork-thread") fork_count = std::atoi(next());
     else if (a == "--stall-ms") stall_ms = std::atof(next());
     else if (a == "--profiler-steps") {
-      if (std::sscanf(next(), "%d:%d", &profiler_from, &profiler_to) != 2) usage("--profiler-steps A:B");
+      int from = 0, to = 0;
+      if (std::sscanf(next(), "%d:%d", &from, &to) != 2 || to <= from) usage("--profiler-steps A:B");
+      profiler.schedule = {from, 0, to - from, 1};
+      want_profiler = true;
+    } else if (a == "--profiler-schedule") {
+      Schedule& sc = profiler.schedule;
+      if (std::sscanf(next(), "%d:%d:%d:%d", &sc.wait, &sc.warmup, &sc.active, &sc.repeat) != 4)
+        usage("--profiler-schedule W:U:A:R");
+      want_profiler = true;
+    } else if (a == "--profiler") {
+      std::string g = next();
+      if (g != "eager" && g != "lazy") usage("--profiler eager|lazy");
+      kopt.generation = g == "eager" ? laggard::fake::KinetoGeneration::eager_subscribe : laggard::fake::KinetoGeneration::lazy;
+    } else if (a == "--profiler-cpu-only") profiler.gpu = false;
+    else if (a == "--profiler-teardown") kopt.teardown = true;
+    else if (a == "--profiler-buffer-kb") kopt.buffer_bytes = size_t(std::atol(next())) * 1024;
+    else if (a == "--profiler-max-kb") kopt.max_buffer_bytes = std::atoll(next()) * 1024;
+    else if (a == "--run-at") {
+      std::string v = next();
+      size_t colon = v.find(':');
+      if (colon == std::string::npos) usage("--run-at S:COMMAND");
+      run_at.emplace_back(std::atoi(v.substr(0, colon).c_str()), v.substr(colon + 1));
     }
     else usage(("unknown option " + a).c_str());
   }
@@ -173,12 +235,12 @@ int main(int argc, char** argv) {
   auto launch = reinterpret_cast<Launch>(dlsym(h, "fake_cuda_launch"));
   auto copy = reinterpret_cast<Memcpy>(dlsym(h, "fake_cuda_memcpy"));
   if (!cu_init || !launch || !copy) usage("not the fake libcuda");
-  g_records_in = reinterpret_cast<RecordsIn>(dlsym(h, "fake_cuda_records_in"));
   if (nvtx_first) {
     nvtxRangePushA("init");
     nvtxRangePop();
   }
   if (init) cu_init(0);
+  if (want_profiler) profiler.kineto = std::make_unique<laggard::fake::FakeKineto>(cupti_by_symbol(), kopt);
   if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
 
   const char* rank_env = std::getenv("RANK");
@@ -195,8 +257,9 @@ int main(int argc, char** argv) {
   std::thread forker;
   if (fork_count > 0) forker = std::thread([&] { fork_result = fork_children(fork_count); });
   for (int s = 0; s < steps; ++s) {
-    if (s == profiler_from) profiler_start();
-    if (s == profiler_to) profiler_stop();
+    for (const auto& [at, command] : run_at)
+      if (at == s && std::system(command.c_str()) != 0) std::fprintf(stderr, "laggard-fake-cuda-app: '%s' failed\n", command.c_str());
+    profiler.before_step(s);
     if (s == steps / 2 && !late_library.empty() && !dlopen(late_library.c_str(), RTLD_NOW | RTLD_LOCAL))
       usage(dlerror());
     push("step");
@@ -218,6 +281,7 @@ int main(int argc, char** argv) {
     pop();
     for (int k = 0; k < outside; ++k, ++stray) launch("stray_kernel", 1, 32, 10'000, 0);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
+    profiler.after_step(s);
     if (stall_ms > 0) {
       push("stall");
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(stall_ms));
@@ -227,7 +291,11 @@ int main(int argc, char** argv) {
   if (forker.joinable()) forker.join();
   std::printf("launched fwd_gemm=%ld bwd_gemm=%ld nccl=%ld stray_kernel=%ld memcpy=%ld\n", fwd, bwd, nccl, stray,
               copies);
-  if (profiler_from >= 0) std::printf("profiler records=%llu\n", g_profiler_records.load());
+  if (profiler.kineto)
+    std::printf("profiler records=%llu kernels=%llu unknown_buffers=%llu cpu_only=%d cycles=%d\n",
+                (unsigned long long)profiler.kineto->records(), (unsigned long long)profiler.kineto->kernel_records(),
+                (unsigned long long)profiler.kineto->unknown_buffers(), profiler.kineto->cpu_only() ? 1 : 0,
+                profiler.cycles);
   if (fork_count > 0) std::printf("forks=%d hung=%d bad=%d\n", fork_count, fork_result.first, fork_result.second);
   return 0;
 }

@@ -5,16 +5,24 @@
 //                       1980, temperature 91 C, HW thermal slowdown, one new uncorrected ECC error
 //                       per sample
 //   FAKE_NVML_FAIL_INIT nvmlInit_v2 fails
+//   FAKE_NVML_DELAY_MS  every clock query takes this long (a GPU in trouble, a busy driver)
+// GPUs are in PCI order, GPU i at bus 0x10*(i+1), as the fake libcuda.so.1 places them
+// (tests/fakes/fake_libcuda.cpp); "MIG-fake-N-M" names MIG instance M of GPU N: a handle NVML
+// answers no clock, temperature or power query for (NVML_ERROR_NOT_SUPPORTED), whose GPU
+// nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <time.h>
 
 namespace {
 struct FakeDevice {
   int index;
   unsigned long long ecc;
+  int mig = -1;  // >= 0: a MIG instance of GPU `index`
 };
 FakeDevice g_devices[64];
+FakeDevice g_migs[64];
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -23,12 +31,14 @@ int env_int(const char* name, int fallback) {
 int count() { return env_int("FAKE_NVML_GPUS", 4); }
 bool slow(const FakeDevice* d) { return d->index == env_int("FAKE_NVML_SLOW_GPU", -1); }
 FakeDevice* dev(void* h) { return static_cast<FakeDevice*>(h); }
+constexpr int kNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
 }  // namespace
 
 extern "C" {
 
 int nvmlInit_v2() {
-  for (int i = 0; i < 64; ++i) g_devices[i] = {i, 0};
+  for (int i = 0; i < 64; ++i) g_devices[i] = {i, 0, -1};
+  for (int i = 0; i < 64; ++i) g_migs[i] = {i, 0, 0};
   return std::getenv("FAKE_NVML_FAIL_INIT") ? 999 /* NVML_ERROR_UNKNOWN */ : 0;
 }
 int nvmlShutdown() { return 0; }
@@ -46,20 +56,44 @@ int nvmlDeviceGetUUID(void* h, char* buf, unsigned len) {
   return 0;
 }
 int nvmlDeviceGetHandleByUUID(const char* uuid, void** h) {
-  int i = -1;
+  int i = -1, m = -1;
+  if (std::sscanf(uuid, "MIG-fake-%d-%d", &i, &m) == 2 && i >= 0 && i < count()) {
+    *h = &g_migs[i];
+    return 0;
+  }
   if (std::sscanf(uuid, "GPU-fake-%d", &i) != 1 || i < 0 || i >= count()) return 6;  // NVML_ERROR_NOT_FOUND
   *h = &g_devices[i];
   return 0;
 }
+int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** h) {
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  if (std::sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4 || bus % 0x10) return 6;
+  int i = int(bus / 0x10) - 1;
+  if (domain != 0 || device != 0 || i < 0 || i >= count()) return 6;
+  *h = &g_devices[i];
+  return 0;
+}
+int nvmlDeviceGetDeviceHandleFromMigDeviceHandle(void* mig, void** h) {
+  if (dev(mig)->mig < 0) return 2;  // NVML_ERROR_INVALID_ARGUMENT: not a MIG handle
+  *h = &g_devices[dev(mig)->index];
+  return 0;
+}
 int nvmlDeviceGetClockInfo(void* h, int type, unsigned* mhz) {
+  if (int ms = env_int("FAKE_NVML_DELAY_MS", 0); ms > 0) {
+    timespec t{ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, nullptr);
+  }
+  if (dev(h)->mig >= 0) return kNotSupported;
   *mhz = type == 1 ? (slow(dev(h)) ? 1005 : 1980) : 2619;
   return 0;
 }
 int nvmlDeviceGetTemperature(void* h, int, unsigned* c) {
+  if (dev(h)->mig >= 0) return kNotSupported;
   *c = slow(dev(h)) ? 91 : 64;
   return 0;
 }
 int nvmlDeviceGetPowerUsage(void* h, unsigned* mw) {
+  if (dev(h)->mig >= 0) return kNotSupported;
   *mw = slow(dev(h)) ? 400000 : 550000;
   return 0;
 }

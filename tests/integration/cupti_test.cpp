@@ -292,57 +292,7 @@ TEST_F(Cupti, ProfilingIntervalSamplesOneWindowInN) {
 namespace laggard::test {
 namespace cupti_test {
 
-// Issue 9 item 7 (and 10): torch.profiler runs for steps 3..5 of 12. While it holds the
-// process-wide activity API, laggard marks its windows starved, naming it; when it stops,
-// laggard takes the API back (never before: the profiler gets every record of its steps), and
-// converts the TSC-like timestamps the profiler's callback left behind.
-TEST_F(Cupti, TorchProfilerStarvesItsWindowsThenLaggardTakesTheActivityApiBack) {
-  ProcessOptions o = env();
-  o.env.erase("FAKE_CUDA_CLOCK_SKEW_NS");
-  ProcessResult r = app({"--steps", "12", "--step-ms", "40", "--kernels", "4", "--outside", "0",
-                         "--profiler-steps", "3:6"}, o);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("laggard-fake-cuda-app registered its own CUPTI activity buffers"), std::string::npos) << r.err;
-  unsigned long long profiler = 0;
-  ASSERT_EQ(std::sscanf(r.out.substr(r.out.find("profiler records=")).c_str(), "profiler records=%llu", &profiler), 1)
-      << r.out;
-  EXPECT_GE(profiler, 3u * 10);  // its 3 steps: 4 fwd + 1 copy + 4 bwd + 1 NCCL each
-
-  auto n = kernel_counts();
-  EXPECT_GE((n[{"forward", "fwd_gemm"}]), 5u * 4);   // steps 7..11 at least
-  EXPECT_LE((n[{"forward", "fwd_gemm"}]), 9u * 4);   // not the profiler's steps
-  bool starved = false, converted = false, kernels_after_starved = false;
-  for (const json& f : files())
-    for (const json& w : f["windows"]) {
-      if (!w.contains("gpu")) continue;
-      const json& g = w["gpu"];
-      if (g.contains("starved")) {
-        starved = true;
-        kernels_after_starved = false;
-        EXPECT_NE(g["starved"].get<std::string>().find("laggard-fake-cuda-app"), std::string::npos) << g["starved"];
-      }
-      if (starved && !g.contains("starved") && !g["kernels"].empty()) kernels_after_starved = true;
-      if (g.value("clock_ticks_per_ns", 1.0) != 1.0 && !g.contains("clock_problem") && !g["kernels"].empty()) {
-        converted = true;
-        EXPECT_NEAR(g["clock_ticks_per_ns"].get<double>(), 2.5, 0.025);
-        for (const json& k : g["kernels"]) {
-          if (g["strings"][k["name"].get<int>()] == "fwd_gemm") {  // 100000 cycles at 2.5 per ns
-            EXPECT_NEAR(k["median_ns"].get<double>(), 40'000, 400) << k;
-          }
-        }
-      }
-    }
-  EXPECT_TRUE(starved);
-  EXPECT_TRUE(converted);
-  EXPECT_TRUE(kernels_after_starved);  // taken back after the profiler stopped
-
-  json rep = report();
-  const json& g = rep["gpu"]["ranks"][0];
-  EXPECT_EQ(g["cupti"].get<std::string>().rfind("starved in ", 0), 0u) << g["cupti"];  // never plain "on"
-  bool problem = false;
-  for (const json& p : rep["problems"]) problem |= p["kind"] == "gpu_starved";
-  EXPECT_TRUE(problem) << rep["problems"].dump();
-}
+// torch.profiler beside laggard (issue 9 item 7, issue 26): cupti_shared_test.cpp.
 
 // Issue 9 item 9: a second libcupti appearing later (say PyTorch's wheel copy) is warned about once.
 TEST_F(Cupti, ASecondLibcuptiLoadedLaterIsWarnedAboutOnce) {

@@ -94,6 +94,27 @@ TEST(BufferPool, HandsOutUpToTheLimitThenDeclines) {
   EXPECT_EQ(p.outstanding(), 1u);
 }
 
+// Issue 26 item 2: a CUPTI before API version 27 may crash when refused a buffer: it gets one
+// beyond the pool, counted, freed when it comes back (the pool returns to its bound).
+TEST(BufferPool, NeverDeclinesWhenDecliningIsNotSafe) {
+  BufferPool p(1000, 1);
+  uint8_t* a = p.acquire(false);
+  uint8_t* extra = p.acquire(false);
+  ASSERT_TRUE(a && extra);
+  EXPECT_NE(a, extra);
+  EXPECT_TRUE(p.owns(extra));
+  EXPECT_EQ(p.declined(), 1u);
+  EXPECT_EQ(p.overflowed(), 1u);
+  EXPECT_EQ(p.outstanding(), 2u);
+  p.release(extra);
+  EXPECT_FALSE(p.owns(extra));  // freed, not pooled
+  EXPECT_EQ(p.allocated(), 1u);
+  EXPECT_EQ(p.acquire(true), nullptr);  // a CUPTI that may be refused is
+  EXPECT_EQ(p.forget_outstanding(), 1u);  // a (another client's cuptiFinalize)
+  EXPECT_EQ(p.allocated(), 0u);
+  EXPECT_NE(p.acquire(true), nullptr);  // room again
+}
+
 TEST(ActivityParser, ReadsCuda13KernelRecords) {
   CUpti_ActivityKernel10 k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -225,7 +246,7 @@ TEST(GpuAggregator, MedianOfALargeKeyIsFromAUniformSample) {
 TEST(CuptiLoader, ExplicitPathIsTheOnlyPlaceTried) {
   EXPECT_EQ(cupti_candidates({"/opt/x/libcupti.so.12", "/cuda"}), std::vector<std::string>{"/opt/x/libcupti.so.12"});
   auto dir = cupti_candidates({"/tmp", ""});
-  ASSERT_EQ(dir.size(), 4u);  // libcupti.so.13, .12, .11, .so
+  ASSERT_EQ(dir.size(), 12u);  // libcupti.so.13, .12, .11.8 ... .11.0, .so
   EXPECT_EQ(dir[0], "/tmp/libcupti.so.13");
   EXPECT_EQ(dir[1], "/tmp/libcupti.so.12");
 }
@@ -263,9 +284,48 @@ TEST(CuptiLoader, NoDriverLoadedMeansCudaIsNotInitialized) {
 TEST(CuptiLoader, SonamesFollowTheDriversCudaVersion) {
   using V = std::vector<std::string>;
   // A CUDA 12.4 driver: CUPTI 13 would answer CUPTI_ERROR_NOT_INITIALIZED, so it comes last.
-  EXPECT_EQ(cupti_sonames(12040), (V{"libcupti.so.12", "libcupti.so.11", "libcupti.so.13", "libcupti.so"}));
-  EXPECT_EQ(cupti_sonames(13000), (V{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11", "libcupti.so"}));
-  EXPECT_EQ(cupti_sonames(0), (V{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11", "libcupti.so"}));
+  const V cuda11 = {"libcupti.so.11.8", "libcupti.so.11.7", "libcupti.so.11.6", "libcupti.so.11.5", "libcupti.so.11.4",
+                    "libcupti.so.11.3", "libcupti.so.11.2", "libcupti.so.11.1", "libcupti.so.11.0"};
+  auto with = [](V head, const V& mid, V tail) {
+    head.insert(head.end(), mid.begin(), mid.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  EXPECT_EQ(cupti_sonames(12040), with({"libcupti.so.12"}, cuda11, {"libcupti.so.13", "libcupti.so"}));
+  EXPECT_EQ(cupti_sonames(13000), with({"libcupti.so.13", "libcupti.so.12"}, cuda11, {"libcupti.so"}));
+  EXPECT_EQ(cupti_sonames(0), with({"libcupti.so.13", "libcupti.so.12"}, cuda11, {"libcupti.so"}));
+}
+
+// Issue 26 item 7: CUDA 11's CUPTI carries its minor version in the soname (a cu118 wheel ships
+// nvidia/cuda_cupti/lib/libcupti.so.11.8); a CUDA 11.4 driver gets 11.4 and older first.
+TEST(CuptiLoader, Cuda11SonamesCarryTheMinorVersion) {
+  auto names = cupti_sonames(11040);
+  ASSERT_GE(names.size(), 10u);
+  EXPECT_EQ(names[0], "libcupti.so.11.4");
+  EXPECT_EQ(names[4], "libcupti.so.11.0");
+  EXPECT_EQ(names[5], "libcupti.so.11.5");
+  EXPECT_EQ(names[8], "libcupti.so.11.8");
+  EXPECT_NE(std::find(names.begin(), names.end(), "libcupti.so.13"), names.end());
+  laggard::testing::TempDir dir("laggard-cupti-cu118");
+  std::filesystem::copy_file(LAGGARD_FAKE_CUDA, dir.path / "libcupti.so.11.8");  // a cu118 wheel's copy
+  LoaderOptions o;
+  o.driver_version = 11080;
+  o.wheel_dirs = {dir.path.string()};
+  o.cuda_home = "/nonexistent";
+  LoadResult r = load_cupti(o, [](CuptiApi&, std::string*) { return Accept::use; });
+  ASSERT_NE(r.api, nullptr) << r.error;
+  EXPECT_EQ(r.api->describe(), (dir.path / "libcupti.so.11.8").string());
+}
+
+TEST(CuptiLoader, TheErrorNamesEachFileAndGroupsWhatWasNotFound) {
+  laggard::testing::TempDir dir("laggard-cupti-empty");
+  LoadResult r = load_cupti({dir.path.string(), ""});
+  EXPECT_EQ(r.api, nullptr);
+  EXPECT_NE(r.error.find("not found: " + dir.path.string() + "/{libcupti.so.13,libcupti.so.12,libcupti.so.11.8"),
+            std::string::npos)
+      << r.error;
+  LoadResult libc = load_cupti({"libc.so.6", ""});
+  EXPECT_NE(libc.error.find("libc.so.6: no cuptiSubscribe"), std::string::npos) << libc.error;
 }
 
 TEST(CuptiLoader, LooksNextToALoadedCudartAndInPipWheelsBeforeTheToolkit) {

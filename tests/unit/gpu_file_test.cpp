@@ -273,6 +273,54 @@ TEST(GpuFile, StarvedWindowsAndClockProblemsAreProblemsAndTheStatusIsNotOn) {
   EXPECT_TRUE(kinds.count("gpu_clock"));
 }
 
+// Issue 26: windows during which another CUPTI client (torch.profiler) held what laggard uses
+// carry a note and the launches laggard could not record; the report makes them a gpu_shared
+// problem and the rank's CUPTI status says so, with the count.
+TEST(GpuFile, SharedWindowsAreProblemsWithTheLaunchesNotRecorded) {
+  TempDir tmp;
+  std::string dir = (tmp.path / "gpu26").string();
+  laggard::SegmentWriter w(dir, info(), 30);
+  laggard::WindowSnapshot a = gpu_window();
+  a.gpu.launches = 12;
+  a.gpu.missed_launches = 7;
+  a.gpu.shared = "libtorch_cuda.so held CUPTI's activity API without laggard's record kinds: 7 launches not recorded";
+  ASSERT_EQ(w.write(a, a.dropped, false, 0), "");
+  laggard::WindowSnapshot b = gpu_window();
+  b.index = 1;
+  b.start_ns += 1'000'000'000;
+  b.end_ns += 1'000'000'000;
+  b.gpu.shared = "libtorch_cuda.so held CUPTI's activity API; laggard read the records from its buffers";
+  ASSERT_EQ(w.write(b, b.dropped, false, 0), "");
+  laggard::WindowSnapshot c = gpu_window();
+  c.index = 2;
+  c.start_ns += 2'000'000'000;
+  c.end_ns += 2'000'000'000;
+  ASSERT_EQ(w.write(c, c.dropped, true, 0), "");
+
+  std::ifstream in(dir + "/rank00000-42-seg0000.json");
+  nlohmann::json f = nlohmann::json::parse(in);
+  EXPECT_EQ(f["windows"][0]["gpu"]["missed_launches"], 7);
+  EXPECT_TRUE(f["windows"][1]["gpu"].contains("shared"));
+  EXPECT_FALSE(f["windows"][1]["gpu"].contains("missed_launches"));  // optional: absent when 0
+  EXPECT_FALSE(f["windows"][2]["gpu"].contains("shared"));
+
+  using namespace laggard::report;
+  RunModel m = read_run(dir);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  const RankData& r = m.ranks[0];
+  EXPECT_EQ(r.windows[0].gpu_missed_launches, 7u);
+  EXPECT_EQ(r.windows[1].gpu_shared.rfind("libtorch_cuda.so held", 0), 0u);
+  EXPECT_EQ(r.cupti_status.rfind("shared in 2 of 3 windows, 7 launches not recorded: libtorch_cuda.so", 0), 0u)
+      << r.cupti_status;
+  bool problem = false;
+  for (const Problem& p : m.problems)
+    if (p.kind == "gpu_shared") {
+      problem = true;
+      EXPECT_NE(p.message.find("7 launches not recorded"), std::string::npos) << p.message;
+    }
+  EXPECT_TRUE(problem);
+}
+
 // Schema v5, "Version 5: late GPU records": window 1's file carries statistics for window 0
 // (CUPTI delivered them after window 0 was written); the reader adds them to window 0, merging
 // with the same key exactly (count, total, min, max) and adding new keys. Statistics for a

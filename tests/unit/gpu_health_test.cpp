@@ -62,6 +62,59 @@ TEST(GpuHealth, FollowsCudaVisibleDevicesByIndexOrUuid) {
   EXPECT_FALSE(c.active());
 }
 
+// Issue 26 item 8: CUDA's device for the rank, from the driver, found in NVML by PCI bus id (GPU i
+// of the fake sits at bus 0x10*(i+1)); a MIG instance's bus is its GPU's. An index guessed before
+// CUDA told is exact only in PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID) or with one GPU.
+TEST(GpuHealth, TheRanksCudaDeviceIsFoundByPciBusIdAndAnIndexGuessIsProvisional) {
+  FakeEnv env(nullptr);
+  unsetenv("CUDA_DEVICE_ORDER");
+  nvml::GpuHealth h;
+  ASSERT_EQ(h.load(FAKE_NVML), "");
+  h.choose_devices("1", 0);  // CUDA numbers fastest first: NVML's 1 may be another GPU
+  EXPECT_TRUE(h.active());
+  EXPECT_FALSE(h.exact());
+  ASSERT_TRUE(h.choose_cuda_device({"00000000:30:00.0", ""}));
+  EXPECT_TRUE(h.exact());
+  h.sample();
+  GpuHealthWindow w = h.take_window();
+  ASSERT_EQ(w.devices.size(), 1u);
+  EXPECT_EQ(w.devices[0].index, 2);
+  EXPECT_EQ(w.devices[0].uuid, "GPU-fake-2");
+  // No bus id NVML knows: by UUID; a MIG instance's UUID gives its GPU (NVML answers no clock
+  // query for a MIG handle).
+  nvml::GpuHealth m;
+  ASSERT_EQ(m.load(FAKE_NVML), "");
+  ASSERT_TRUE(m.choose_cuda_device({"00000000:99:00.0", "MIG-fake-3-1"}));
+  m.sample();
+  GpuHealthWindow mw = m.take_window();
+  EXPECT_EQ(mw.devices.at(0).index, 3);
+  EXPECT_EQ(mw.devices.at(0).sm_clock_mhz.median, 1980);
+  nvml::GpuHealth none;
+  ASSERT_EQ(none.load(FAKE_NVML), "");
+  EXPECT_FALSE(none.choose_cuda_device({"00000000:99:00.0", "GPU-nonexistent"}));
+  EXPECT_FALSE(none.active());
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+  nvml::GpuHealth pci;
+  ASSERT_EQ(pci.load(FAKE_NVML), "");
+  pci.choose_devices("1", 0);
+  EXPECT_TRUE(pci.exact());
+  unsetenv("CUDA_DEVICE_ORDER");
+  nvml::GpuHealth uuid;
+  ASSERT_EQ(uuid.load(FAKE_NVML), "");
+  uuid.choose_devices("MIG-fake-1-0", 0);
+  EXPECT_TRUE(uuid.exact());
+  uuid.sample();
+  EXPECT_EQ(uuid.take_window().devices.at(0).index, 1);
+}
+
+TEST(GpuHealth, CudaUuidBytesAreWrittenAsNvmlWritesThem) {
+  const unsigned char b[16] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+  EXPECT_EQ(nvml::nvml_uuid(b), "GPU-12345678-9abc-def0-0123-456789abcdef");
+  // No driver loaded in this test process: nothing to ask, and nothing loaded by asking.
+  nvml::CudaDevice d;
+  EXPECT_FALSE(nvml::cuda_device_of_rank(0, &d));
+}
+
 TEST(GpuHealth, MissingOrFailingNvmlSaysWhy) {
   FakeEnv env(nullptr);
   nvml::GpuHealth missing;

@@ -103,7 +103,8 @@ std::string describe(const rep::Segment& s, const rep::StringTable& t) {
   for (size_t i = 0; i < t.size(); ++i) o << "string " << i << " " << t.at(static_cast<uint32_t>(i)) << "\n";
   for (const rep::CaptureWindow& w : s.windows) {
     o << "window " << w.index << " " << w.start_ns << " " << w.end_ns << " sampled " << w.gpu_sampled << " launches "
-      << w.gpu_launches << " starved " << w.gpu_starved << " table " << w.nccl_table << " events "
+      << w.gpu_launches << " starved " << w.gpu_starved << " shared " << w.gpu_shared << " missed "
+      << w.gpu_missed_launches << " table " << w.nccl_table << " events "
       << w.nccl_kernel_events << " health " << w.gpu_health.size() << " paused " << w.paused.size() << "\n";
     for (const auto& [k, v] : w.dropped) o << " dropped " << k << "=" << v << "\n";
     for (const rep::SectionWindow& sec : w.sections) {
