@@ -599,6 +599,7 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
   uint64_t records = taken.records;
   GpuClockMap map{static_cast<int64_t>(clock_.gpu), clock_.epoch_ns, check.ticks_per_ns};
   if (clock_.gpu == 0) map = GpuClockMap::offset(clock_.gpu_to_epoch_ns);
+  d.gpu_no_timestamp += drop_records_of_another_clock(taken.stored, map);
   GpuWindow g = GpuAggregator::finish(std::move(taken), map, epoch_offset_ns_, section_name);
   uint64_t dropped = cupti_dropped_.load(std::memory_order_relaxed);
   d.cupti_records_dropped = dropped - seen_cupti_dropped_;
@@ -639,6 +640,20 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
     if (!err.empty()) LAGGARD_WARN_ONCE("GPU capture could not be switched back on: %s", err.c_str());
   }
   window_sampled_ = capturing_;
+}
+
+// A window in which another client installed a timestamp callback (Kineto's TSC cycles) holds
+// records of two clocks; mapped with one, those of the other land days or decades away, which no
+// reader accepts (it would leave the whole window out). Their detail is dropped, counted with
+// the records without usable timestamps; the window is marked (clock_problem) either way.
+uint64_t GpuCapture::drop_records_of_another_clock(std::vector<GpuAggregator::Stored>& stored, const GpuClockMap& map) {
+  constexpr int64_t kPlausibleNs = 24LL * 3600 * 1'000'000'000;
+  const size_t before = stored.size();
+  std::erase_if(stored, [&](const GpuAggregator::Stored& s) {
+    const int64_t at = map.to_epoch(s.r.start);
+    return at < map.epoch_ref - kPlausibleNs || at > map.epoch_ref + kPlausibleNs;
+  });
+  return before - stored.size();
 }
 
 void CUPTIAPI GpuCapture::on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,

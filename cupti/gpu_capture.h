@@ -151,6 +151,7 @@ class GpuCapture {
   ClockCheck check_clock(const ClockSync& now);
   void note_clock_owner();
   std::string shared_note(const Tenancy& t, uint64_t missed);
+  static uint64_t drop_records_of_another_clock(std::vector<GpuAggregator::Stored>& stored, const GpuClockMap& map);
   std::string starvation(uint64_t launches, uint64_t records, bool explained);
   bool enter_cupti();
   void leave_cupti() { in_cupti_.fetch_sub(1, std::memory_order_acq_rel); }

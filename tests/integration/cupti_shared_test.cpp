@@ -197,7 +197,8 @@ TEST_F(CuptiShared, GpuHealthSamplesTheGpuCudaGivesTheRank) {
     int windows = 0;
     for (const fs::path& f : rank_files()) {
       if (f.filename().string().rfind("rank", 0) != 0) continue;
-      for (const json& w : rank_file_json(f)["windows"])
+      const json file = rank_file_json(f);
+      for (const json& w : file["windows"])
         if (w.contains("gpu_health")) {
           ++windows;
           EXPECT_EQ(w["gpu_health"]["devices"][0]["index"], c.nvml_index) << w["gpu_health"];
