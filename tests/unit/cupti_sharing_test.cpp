@@ -317,8 +317,10 @@ TEST(CuptiSharing, LaggardsBufferThatCuptiKeepsComesBackToLaggard) {
   }
 }
 
-// Item 2 with Kineto: an old CUPTI (v26) and laggard's small pool; nobody is refused a buffer.
-TEST(CuptiSharing, OldCuptiWithSmallPoolsNeverRefusesAndTheProfilerIsWhole) {
+// Item 2 with Kineto: an old CUPTI (v26, which the fake aborts for when refused a buffer) and small
+// pools on both sides: Kineto (baea3804) never refuses it either, and gets what it gets alone.
+// (laggard's own refusal below v27: GpuCapture.CuptiBeforeVersion27IsNeverRefusedABuffer.)
+TEST(CuptiSharing, WithAnOldCuptiTheProfilerIsWholeAndNobodyRefusesABuffer) {
   Scenario sc;
   sc.cycles = 4;
   sc.cupti_version = 26;
