@@ -9,7 +9,9 @@
 //  2. A fallback poll from the flush thread (only in processes already capturing NVTX): once
 //     libcuda.so.1 is loaded and initialized, attach. CUPTI callbacks and activity kinds
 //     enabled after contexts exist cover later launches only; kernels before that are missed.
-// Missing or unusable CUPTI: one warning, NVTX capture goes on.
+// Missing or unusable CUPTI: one warning, NVTX capture goes on. Another CUPTI client holding the
+// subscriber at attach (Nsight Systems): one warning, CUPTI stays loaded and attach is tried again
+// from the flush thread until it succeeds. Sharing CUPTI with other clients: docs/cupti.md.
 //
 // Exit order: libcupti's static destructors are registered (__cxa_atexit) when it loads, and
 // exit runs handlers in reverse order of registration. The lifecycle's handler is registered at

@@ -6,7 +6,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -102,7 +101,20 @@ uint32_t thread_tid() {
   return tid;
 }
 
-constexpr auto kLockPatience = std::chrono::seconds(2);  // another client's thread waiting on laggard
+// Another client's thread (inside its CUPTI call) waits this long at most for laggard's state.
+constexpr int64_t kLockPatienceNs = 2'000'000'000;
+
+// try_lock in 1 ms steps rather than std::timed_mutex::try_lock_for, whose pthread_mutex_clocklock
+// GCC 12's ThreadSanitizer does not see.
+bool lock_patiently(std::unique_lock<std::mutex>& l) {
+  const int64_t deadline = mono_ns() + kLockPatienceNs;
+  while (!l.try_lock()) {
+    if (mono_ns() >= deadline) return false;
+    timespec step{0, 1'000'000};
+    nanosleep(&step, nullptr);
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -224,9 +236,11 @@ void GpuCapture::note_clock_owner() {
            timestamp_owner_.c_str());
 }
 
+// False after exit closed this capture, and in a forked child (CUPTI is the parent's): no CUPTI
+// call then, also not for another client's calls handed over by the interposers.
 bool GpuCapture::enter_cupti() {
   in_cupti_.fetch_add(1, std::memory_order_acq_rel);
-  if (closed_.load(std::memory_order_acquire)) {
+  if (closed_.load(std::memory_order_acquire) || inert_.load(std::memory_order_relaxed)) {
     leave_cupti();
     return false;
   }
@@ -326,7 +340,7 @@ std::string GpuCapture::attach(uint64_t open_window, AttachTrigger trigger) {
   std::string other;
   CUptiResult r;
   {
-    std::lock_guard<std::timed_mutex> l(cupti_mu_);
+    std::lock_guard<std::mutex> l(cupti_mu_);
     r = subscribe_locked(&other);
   }
   attach_result_ = r;
@@ -344,7 +358,7 @@ std::string GpuCapture::attach(uint64_t open_window, AttachTrigger trigger) {
   if (api_.version(&version_) != CUPTI_SUCCESS) version_ = 0;
   if (runtime_class_.empty()) choose_callbacks();
   auto undo = [&](std::string why) {
-    std::lock_guard<std::timed_mutex> l(cupti_mu_);
+    std::lock_guard<std::mutex> l(cupti_mu_);
     set_capturing_locked(false);
     if (subscriber_) api_.unsubscribe(subscriber_);
     set_subscriber_locked(nullptr);
@@ -368,7 +382,7 @@ std::string GpuCapture::attach(uint64_t open_window, AttachTrigger trigger) {
   open_window_ = open_window;
   std::string err;
   {
-    std::lock_guard<std::timed_mutex> l(cupti_mu_);
+    std::lock_guard<std::mutex> l(cupti_mu_);
     err = set_capturing_locked(wants_capture(open_window));
     Tenancy t = tenancy();
     foreign_this_window_ = t.foreign_activity || t.release_pending;
@@ -381,8 +395,8 @@ std::string GpuCapture::attach(uint64_t open_window, AttachTrigger trigger) {
 }
 
 bool GpuCapture::give_subscriber() {
-  std::unique_lock<std::timed_mutex> l(cupti_mu_, std::defer_lock);
-  if (!l.try_lock_for(kLockPatience)) return false;
+  std::unique_lock<std::mutex> l(cupti_mu_, std::defer_lock);
+  if (!lock_patiently(l)) return false;
   if (!subscriber_ || finalized_.load() || !enter_cupti()) return false;
   api_.unsubscribe(subscriber_);  // its callbacks go with it
   leave_cupti();
@@ -392,8 +406,8 @@ bool GpuCapture::give_subscriber() {
 }
 
 void GpuCapture::take_subscriber_back() {
-  std::unique_lock<std::timed_mutex> l(cupti_mu_, std::defer_lock);
-  if (!l.try_lock_for(kLockPatience)) return;
+  std::unique_lock<std::mutex> l(cupti_mu_, std::defer_lock);
+  if (!lock_patiently(l)) return;
   if (subscriber_ || finalized_.load() || !enter_cupti()) return;
   if (subscribe_locked(nullptr) == CUPTI_SUCCESS && capturing_) enable_callbacks_locked(true);
   leave_cupti();
@@ -401,8 +415,8 @@ void GpuCapture::take_subscriber_back() {
 
 void GpuCapture::give_activity(const std::function<void()>& take) {
   {
-    std::unique_lock<std::timed_mutex> l(cupti_mu_, std::defer_lock);
-    const bool locked = l.try_lock_for(kLockPatience);
+    std::unique_lock<std::mutex> l(cupti_mu_, std::defer_lock);
+    const bool locked = lock_patiently(l);
     if (locked && !finalized_.load() && enter_cupti()) {
       Tenancy t = tenancy();
       for (CUpti_ActivityKind k : kKinds)
@@ -422,8 +436,8 @@ void GpuCapture::give_activity(const std::function<void()>& take) {
 }
 
 void GpuCapture::take_activity_back() {
-  std::unique_lock<std::timed_mutex> l(cupti_mu_, std::defer_lock);
-  if (!l.try_lock_for(kLockPatience) || finalized_.load() || !enter_cupti()) return;
+  std::unique_lock<std::mutex> l(cupti_mu_, std::defer_lock);
+  if (!lock_patiently(l) || finalized_.load() || !enter_cupti()) return;
   if (capturing_)
     if (std::string err = enable_kinds_locked(); !err.empty())
       LAGGARD_WARN_ONCE("GPU capture could not be switched back on: %s", err.c_str());
@@ -432,8 +446,8 @@ void GpuCapture::take_activity_back() {
 }
 
 void GpuCapture::foreign_kind_changed(CUpti_ActivityKind kind, bool on) {
-  std::unique_lock<std::timed_mutex> l(cupti_mu_, std::defer_lock);
-  if (!l.try_lock_for(kLockPatience)) return;
+  std::unique_lock<std::mutex> l(cupti_mu_, std::defer_lock);
+  if (!lock_patiently(l)) return;
   if (!on && size_t(kind) < kKindSlots) own_on_.reset(size_t(kind));  // off for everyone now
   update_flowing_locked();
 }
@@ -441,7 +455,7 @@ void GpuCapture::foreign_kind_changed(CUpti_ActivityKind kind, bool on) {
 void GpuCapture::cupti_finalized(const std::string& by) {
   finalized_.store(true);
   routes_buffers_.store(false);
-  std::unique_lock<std::timed_mutex> l(cupti_mu_, std::try_to_lock);  // may be inside a callback: no wait
+  std::unique_lock<std::mutex> l(cupti_mu_, std::try_to_lock);  // may be inside a callback: no wait
   if (l.owns_lock()) finalized_by_ = by;
 }
 
@@ -455,7 +469,7 @@ void GpuCapture::flush_forced() {
 // laggard attaches again (the flush thread, next tick).
 void GpuCapture::attach_again_after_finalize() {
   buffers_lost_ += pool_.forget_outstanding();
-  std::lock_guard<std::timed_mutex> l(cupti_mu_);
+  std::lock_guard<std::mutex> l(cupti_mu_);
   set_subscriber_locked(nullptr);
   own_on_.reset();
   finalized_this_window_ = true;
@@ -475,7 +489,7 @@ void GpuCapture::attach_again_after_finalize() {
 }
 
 void GpuCapture::resubscribe_if_free() {
-  std::lock_guard<std::timed_mutex> l(cupti_mu_);
+  std::lock_guard<std::mutex> l(cupti_mu_);
   if (subscriber_ || tenancy().foreign_subscriber) return;
   if (subscribe_locked(nullptr) == CUPTI_SUCCESS && capturing_) enable_callbacks_locked(true);
 }
@@ -489,7 +503,7 @@ void GpuCapture::apply_pause() {
   if (!attached_ || inert_.load(std::memory_order_relaxed) || !enter_cupti()) return;
   std::string err;
   {
-    std::lock_guard<std::timed_mutex> l(cupti_mu_);
+    std::lock_guard<std::mutex> l(cupti_mu_);
     if (!finalized_.load()) err = set_capturing_locked(wants_capture(open_window_));
   }
   leave_cupti();
@@ -525,7 +539,7 @@ std::string GpuCapture::shared_note(const Tenancy& t, uint64_t missed) {
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
   bool foreign, unattributed, finalized;
   {
-    std::lock_guard<std::timed_mutex> l(cupti_mu_);
+    std::lock_guard<std::mutex> l(cupti_mu_);
     foreign = foreign_this_window_;
     unattributed = unattributed_this_window_;
     finalized = finalized_this_window_;
@@ -633,7 +647,7 @@ void GpuCapture::close_window(WindowSnapshot& w, bool final, const GpuAggregator
   if (!final && enter_cupti()) {
     std::string err;
     {
-      std::lock_guard<std::timed_mutex> l(cupti_mu_);
+      std::lock_guard<std::mutex> l(cupti_mu_);
       if (!finalized_.load()) err = set_capturing_locked(wants_capture(open_window_));
     }
     leave_cupti();

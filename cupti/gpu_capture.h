@@ -194,7 +194,7 @@ class GpuCapture {
   std::string finalized_by_;         // set by cupti_finalized (another thread): read under cupti_mu_
   uint64_t buffers_lost_ = 0;        // laggard's buffers CUPTI held when it was finalized
 
-  mutable std::timed_mutex cupti_mu_;  // subscriber, kinds, capturing_: never held across a flush
+  mutable std::mutex cupti_mu_;  // subscriber, kinds, capturing_: never held across a flush
   CUpti_SubscriberHandle subscriber_ = nullptr;
   bool capturing_ = false;
   KindSet own_on_;                // kinds laggard switched on (and must switch off)
