@@ -39,12 +39,13 @@ std::string get(const Env& env, const char* name) {
   return v ? v : "";
 }
 
-// Slurm's special steps (slurm.h: SLURM_INTERACTIVE_STEP 0xfffffffa, SLURM_BATCH_SCRIPT
-// 0xfffffffb, SLURM_EXTERN_CONT 0xfffffffc, SLURM_PENDING_STEP 0xfffffffd) are not srun steps.
-// slurmstepd sets SLURM_STEP_ID only when the id, as an int, is >= 0 (src/common/env.c,
-// setup_env, slurm-22-05-8-1 lines 671-680), so the batch script has none at all; srun's own
-// environment for a step prints it with %u (env.c line 1357).
-constexpr unsigned long long kFirstSpecialStep = 0xfffffffaULL;
+// Slurm's special steps are not srun steps: slurm.h at slurm-22-05-8-1 (lines 149-155) has the
+// interactive step 0xfffffffa, batch 0xfffffffb, extern 0xfffffffc, pending 0xfffffffd; newer
+// Slurm says every normal step is below SLURM_MAX_NORMAL_STEP_ID 0xfffffff0. slurmstepd sets
+// SLURM_STEP_ID only when the id, as an int, is >= 0 (src/common/env.c, setup_env, lines 671-680),
+// so the batch script has none at all; srun's own environment for a step prints it with %u
+// (env.c line 1357).
+constexpr unsigned long long kFirstSpecialStep = 0xfffffff0ULL;
 
 // The id of the srun step this process is a task of; empty outside one (the batch script and
 // everything it runs directly, salloc's shell, a login shell).

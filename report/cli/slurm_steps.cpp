@@ -39,6 +39,17 @@ long parent_of(const fs::path& stat_file) {
   return rest ? ppid : -1;
 }
 
+// The srun processes among `pids` (/proc/PID/comm).
+std::set<long> sruns_among(const std::set<long>& pids) {
+  std::set<long> sruns;
+  for (long pid : pids) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "srun") sruns.insert(pid);
+  }
+  return sruns;
+}
+
 std::string own_host() {
   char buf[256] = {0};
   return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
@@ -83,7 +94,8 @@ std::set<long> descendants_of(long pid) {
 }
 
 std::set<long> terminate_our_srun_steps() {
-  std::set<long> ours = descendants_of(static_cast<long>(getpid()));
+  // Slurm is asked only when an srun runs below us: scontrol may wait long for a controller.
+  std::set<long> ours = sruns_among(descendants_of(static_cast<long>(getpid())));
   if (ours.empty()) return {};
   std::string text;
   if (run_program({"scontrol", "show", "step", "--oneliner"}, &text) != 0) return {};
