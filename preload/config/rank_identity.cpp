@@ -3,7 +3,6 @@
 #include <climits>
 #include <cstring>
 
-#include "config.h"
 
 namespace laggard {
 namespace {
