@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# laggard under a real Slurm (issue 28): Debian's slurmctld, slurmd and munge, one node, private to
+# laggard under a real Slurm (issue 28): Debian's slurmctld, slurmd and munge (and Open MPI's
+# mpirun), one node, private to
 # this test. It starts its own munged (own key and socket), slurmctld and slurmd (free ports, its own
 # spool, state and log directories), all in one temp dir, runs the demo the ways users run jobs, and
 # stops exactly the daemons (and step daemons) it started, also when a check fails. Nothing
@@ -10,6 +11,7 @@
 #   batch        laggard run -- sbatch --wait, two srun steps and an NVTX program run by the batch
 #                script itself: two runs (<id>.slurm-J.0, .1), none for the batch script, and no
 #                config warning from the batch shell, srun or the direct program (ranks only)
+#   mpirun       two Open MPI mpiruns in one batch job: slurm-J.ompi-A and slurm-J.ompi-B
 #   requeue      a job that requeues itself: slurm-J.0 and slurm-J.0.requeue1, never mixed
 #   sigterm      SIGTERM to laggard run -- srun: every rank writes its last window (signal 15)
 #   scancel      scancel --signal=TERM of a batch job: likewise
@@ -33,7 +35,7 @@ fi
 
 # ---- what it needs: Debian's packages (scripts/setup installs them too) ----
 need=()
-for p in slurmctld slurmd slurm-client munge python3; do
+for p in slurmctld slurmd slurm-client munge openmpi-bin python3; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -301,6 +303,27 @@ EOF
   $CHECK report "$out/slurm-$job.0" 4 2
 }
 
+# Two Open MPI mpiruns in one batch job (no srun): two runs, told apart by Open MPI's job id.
+case_mpirun() {
+  local out job
+  out=$(new_out mpirun)
+  cat >"$T/mpirun.sh" <<EOF
+#!/bin/bash
+#SBATCH -n 4
+export LD_PRELOAD=$LIB LAGGARD_OUT=$out OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun -np 4 $DEMO ${DEMO_ARGS[*]}
+mpirun -np 4 $DEMO ${DEMO_ARGS[*]}
+EOF
+  timeout 120 sbatch --wait -o "$T/mpirun.job" "$T/mpirun.sh" >"$T/mpirun.out" 2>&1 ||
+    fail "sbatch --wait of two mpiruns: exit $?: $(cat "$T/mpirun.out" "$T/mpirun.job")"
+  job=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' "$T/mpirun.out")
+  local runs
+  runs=$($CHECK runs "$out")
+  [ "$(echo "$runs" | grep -c "^slurm-$job\.ompi-[0-9]* 4$")" = 2 ] && [ "$(echo "$runs" | wc -l)" = 2 ] ||
+    fail "runs of two mpiruns in $out:"$'\n'"$runs"
+  for run in $(echo "$runs" | cut -d' ' -f1); do $CHECK report "$out/$run" 4 2; done
+}
+
 case_export_none() {
   local out
   out=$(new_out export-none)
@@ -323,7 +346,7 @@ EOF
 }
 
 start_cluster
-for c in ${SLURM_TEST_CASES:-srun batch requeue sigterm scancel export_none}; do
+for c in ${SLURM_TEST_CASES:-srun batch mpirun requeue sigterm scancel export_none}; do
   started=$SECONDS
   "case_$c"
   echo "slurm_test: $c passed ($((SECONDS - started)) s)"
