@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # laggard under a real Slurm (issue 28): Debian's slurmctld, slurmd and munge (and Open MPI's
-# mpirun), one node, private to
-# this test. It starts its own munged (own key and socket), slurmctld and slurmd (free ports, its own
-# spool, state and log directories), all in one temp dir, runs the demo the ways users run jobs, and
-# stops exactly the daemons (and step daemons) it started, also when a check fails. Nothing
-# system-wide is read or changed: no /etc/slurm, no /etc/munge, no system daemon.
+# mpirun), one node, private to this test. It starts its own munged (own key and socket), slurmctld
+# and slurmd (free ports, its own spool, state and log directories), all in one temp dir, runs the
+# demo the ways users run jobs, and stops exactly the daemons (and step daemons) it started, also
+# when a check fails. Nothing system-wide is read or changed: no /etc/slurm, no /etc/munge, no
+# system daemon. Docs: docs/slurm.md.
 #
 # Cases, each naming the slow rank (2) in the report:
 #   srun         laggard run -- srun -n 4: one run, <id>.slurm-J.0
@@ -22,6 +22,8 @@
 # SLURM_TEST_KEEP=1 keeps the temp dir (logs, job output, rank files) for a look afterwards.
 set -euo pipefail
 
+CASES=${SLURM_TEST_CASES:-srun batch mpirun requeue sigterm scancel export_none}
+KEEP=${SLURM_TEST_KEEP:-0}
 BIN=$(cd "${1:?usage: slurm_test.sh BUILD_DIR}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 export TEST_LAGGARD=$BIN/laggard
@@ -49,9 +51,10 @@ fi
 
 T=$(mktemp -d "/tmp/laggard-slurm.$$.XXXXXX")
 chmod 0755 "$T"  # slurmd and the jobs read the config; munged wants its socket dir 0755
+# Nothing of an outer job (CI that runs in a Slurm job itself) or of a developer's shell.
+for v in $(compgen -e | grep -E '^(SLURM_|SRUN_|SBATCH_|SALLOC_|LAGGARD_|PMIX_|PMI_|OMPI_|TORCHELASTIC_)'); do unset "$v"; done
+unset LD_PRELOAD RANK LOCAL_RANK WORLD_SIZE NVTX_INJECTION64_PATH
 export SLURM_CONF=$T/slurm.conf
-unset SLURM_JOB_ID SLURM_STEP_ID SLURM_STEPID SLURM_PROCID LAGGARD_RUN_ID LAGGARD_RUN_PREFIX LD_PRELOAD \
-  SLURM_EXPORT_ENV SRUN_EXPORT_ENV SBATCH_EXPORT RANK LOCAL_RANK WORLD_SIZE
 # Under ASan (scripts/sanitize) liblaggard.so goes into srun, sbatch and bash too: their own leaks
 # are Slurm's and bash's, not laggard's (the other tests check laggard's).
 [ -z "${ASAN_OPTIONS:-}" ] || export ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
@@ -92,7 +95,7 @@ stop_cluster() {
     echo "slurm_test: FAILED (exit $rc); logs:" >&2
     for f in "$T"/log/*.log; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
   fi
-  if [ "${SLURM_TEST_KEEP:-0}" = 1 ] || [ $rc -ne 0 ]; then echo "slurm_test: kept $T" >&2; else rm -rf "$T"; fi
+  if [ "$KEEP" = 1 ] || [ $rc -ne 0 ]; then echo "slurm_test: kept $T" >&2; else rm -rf "$T"; fi
   exit $rc
 }
 trap stop_cluster EXIT
@@ -346,7 +349,7 @@ EOF
 }
 
 start_cluster
-for c in ${SLURM_TEST_CASES:-srun batch mpirun requeue sigterm scancel export_none}; do
+for c in $CASES; do
   started=$SECONDS
   "case_$c"
   echo "slurm_test: $c passed ($((SECONDS - started)) s)"
