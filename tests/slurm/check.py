@@ -3,8 +3,9 @@
 
   check.py runs OUT                        each run directory in OUT and its number of ranks
   check.py windows RUN_DIR RANKS N         exit 0 when RANKS ranks each wrote >= N windows
-  check.py report RUN_DIR RANKS R          laggard report: RANKS ranks, the straggler is rank R alone
-  check.py signal RUN_DIR RANKS SIG        every rank's last flush was made on signal SIG
+  check.py report RUN_DIR RANKS R          laggard report: RANKS ranks, rank R the one straggler (backward)
+  check.py last-window RUN_DIR RANKS SIG T every rank's last window was kept: written on signal SIG,
+                                           or its data reach past T (epoch ns, when SIG was sent)
 
 Rank files are read as `laggard cat` prints them ($TEST_LAGGARD: the laggard executable), binary
 frames (the default) and JSON segments alike.
@@ -78,23 +79,36 @@ def report(run_dir, ranks, straggler):
     bad = [p for p in rep.get("problems", []) if p.get("kind") in ("duplicate_rank", "foreign_run", "missing_rank")]
     if bad:
         fail("%s: problems %s" % (run_dir, bad))
-    named = sorted({s["rank"] for s in rep["stragglers"]})
-    if named != [int(straggler)]:
-        fail("%s: stragglers %s, expected rank %s alone: %s" % (run_dir, named, straggler, rep["stragglers"]))
+    # The slowdown is rank 2's alone, so the relative score (against the other ranks) names rank 2
+    # and no other; a rank's individual score (against its own other windows) may also dip for a
+    # window when this loaded machine stalls one process, and is not checked.
+    relative = [s for s in rep["stragglers"] if s["metric"] == "relative" and s["scope"] == "section"]
+    named = sorted({s["rank"] for s in relative})
+    if named != [int(straggler)] or not any(s["section"] == "backward" for s in relative):
+        fail("%s: relative stragglers %s, expected rank %s alone, in backward: %s" %
+             (run_dir, named, straggler, rep["stragglers"]))
     print("%s: %s ranks, straggler rank %s (%s)" % (os.path.basename(run_dir), ranks, straggler,
-                                                    ", ".join(sorted({s["section"] for s in rep["stragglers"]}))))
+                                                    ", ".join(sorted({s["section"] for s in relative}))))
 
 
-def signal(run_dir, ranks, sig):
+def last_window(run_dir, ranks, sig, sent_ns):
+    """Every rank kept its last window: its last flush was made on signal SIG, or its data reach past
+    SENT_NS, when the signal was sent. The second covers a periodic flush that comes after the
+    signal's, before the process has died of it (its header then says signal null: seen here in 3
+    ranks of 4, 3 ms after the SIGTERM flush), or between the signal being sent and reaching the
+    rank. A rank killed without a flush (srun's SIGKILL) ends at its last periodic flush, before."""
     segs = last_segments(run_dir)
-    got = {rank: s.get("signal") for (rank, _), s in segs.items()}
-    if len(got) != int(ranks) or any(v != int(sig) for v in got.values()):
-        fail("%s: signal of each rank's last flush %s, expected %s for %s ranks" % (run_dir, got, sig, ranks))
-    print("%s: the last window of all %s ranks was written on signal %s" % (os.path.basename(run_dir), ranks, sig))
+    late = {rank: (s.get("signal"), s.get("data_end_ns", 0) - int(sent_ns)) for (rank, _), s in segs.items()
+            if s.get("signal") != int(sig)}
+    if len(segs) != int(ranks) or any(behind < 0 for _, behind in late.values()):
+        fail("%s: %d of %s ranks; ranks whose last flush was not on signal %s (signal, ns past the signal): %s" %
+             (run_dir, len(segs), ranks, sig, late))
+    print("%s: all %s ranks kept their last window (%d written on signal %s, %s by a flush after it was sent)" %
+          (os.path.basename(run_dir), ranks, int(ranks) - len(late), sig, len(late) or "none"))
 
 
 if __name__ == "__main__":
-    commands = {"runs": runs, "windows": windows, "report": report, "signal": signal}
+    commands = {"runs": runs, "windows": windows, "report": report, "last-window": last_window}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         fail(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])
