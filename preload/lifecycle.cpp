@@ -1,7 +1,7 @@
 // Process lifecycle: what happens at load, at the first NVTX call, on every flush interval,
 // on SIGTERM/SIGINT, at fork and at exit. Load time only reads the environment and sets
-// NVTX_INJECTION64_PATH and NCCL_PROFILER_PLUGIN; everything else waits until the process
-// actually uses NVTX or NCCL.
+// NVTX_INJECTION64_PATH and NCCL_PROFILER_PLUGIN (and, in srun, SLURM_EXPORT_ENV: see
+// slurm_export.h); everything else waits until the process actually uses NVTX or NCCL.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,6 +30,7 @@
 #include "pause_control.h"
 #include "plugin_env.h"
 #include "rank_identity.h"
+#include "slurm_export.h"
 #include "source.h"
 #include "writer.h"
 
@@ -106,6 +107,46 @@ std::string hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
   return buf;
+}
+
+// This process's arguments after its name, from /proc/self/cmdline; empty if unreadable.
+std::vector<std::string> own_arguments() {
+  std::string all;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0 && all.size() < (1u << 20);) all.append(buf, static_cast<size_t>(n));
+  close(fd);
+  std::vector<std::string> args;
+  for (size_t start = 0; start < all.size();) {
+    size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(start, end - start));
+    start = end + 1;
+  }
+  if (!args.empty()) args.erase(args.begin());
+  return args;
+}
+
+// srun and sbatch run under LD_PRELOAD like everything in a batch script: srun passes laggard's
+// variables to its tasks even under --export=NONE, and an --export on either one's command line
+// that drops them gets one warning (slurm_export.h).
+void pass_capture_through_slurm_export() {
+  const std::string program = program_invocation_short_name;
+  if (program != "srun" && program != "sbatch") return;
+  const int saved_errno = errno;
+  std::vector<std::string> ours;
+  for (char** e = environ; e && *e; ++e) {
+    std::string name(*e, strcspn(*e, "="));
+    if (name == "LD_PRELOAD") ours.insert(ours.begin(), name);
+    else if (name.rfind("LAGGARD_", 0) == 0) ours.push_back(name);
+  }
+  SlurmExportPlan plan = plan_slurm_export(program, process_env(), own_arguments(), ours);
+  if (!plan.warning.empty()) log_warn("%s", plan.warning.c_str());
+  if (!plan.var.empty() && setenv(plan.var.c_str(), plan.value.c_str(), 1) == 0)
+    log_info("%s did not pass LD_PRELOAD on (#SBATCH --export=NONE?); now %s=%s", program.c_str(), plan.var.c_str(),
+             plan.value.c_str());
+  errno = saved_errno;
 }
 
 std::string absolute(const std::string& path) {
@@ -426,6 +467,8 @@ __attribute__((constructor)) void on_load() {
     bool is_rank = detect_rank(process_env(), rt->host, 0).identity.has_value();
     if (is_rank)
       for (const std::string& w : cr.warnings) log_warn("%s", w.c_str());
+    else
+      pass_capture_through_slurm_export();
 
     const char* current = std::getenv("NVTX_INJECTION64_PATH");
     if (!current || !*current) {

@@ -9,17 +9,6 @@
 
 namespace laggard {
 
-bool parse_int(const char* text, long long min, long long max, long long* out) {
-  if (!text || !*text) return false;
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(text, &end, 10);
-  while (end && (*end == ' ' || *end == '\t')) ++end;
-  if (errno != 0 || !end || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
 namespace {
 
 bool parse_double(const char* text, double* out) {

@@ -40,7 +40,4 @@ struct ConfigResult {
 
 ConfigResult parse_config(const Env& env);
 
-// Shared by config and rank detection: strict integer parse of a whole string.
-bool parse_int(const char* text, long long min, long long max, long long* out);
-
 }  // namespace laggard

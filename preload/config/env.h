@@ -15,4 +15,8 @@ Env process_env();
 // A fixed environment, for tests.
 Env map_env(const std::map<std::string, std::string>& vars);
 
+// Strict integer parse of a whole value (trailing blanks allowed), within [min, max]. Shared by
+// config, rank detection and the watchdog.
+bool parse_int(const char* text, long long min, long long max, long long* out);
+
 }  // namespace laggard

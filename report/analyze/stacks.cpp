@@ -1,9 +1,5 @@
 #include "stacks.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <limits>
 #include <cstdio>
@@ -14,6 +10,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "subprocess.h"
 
 namespace laggard::report {
 namespace fs = std::filesystem;
@@ -313,32 +311,8 @@ void symbolize_hangs(HangSet& set) {
     bool exec = hdr[16] == 2;  // e_type == ET_EXEC (little endian)
     std::vector<std::string> argv = {"addr2line", "-e", module};
     for (auto& [f, pc] : frames) argv.push_back(fmt::format("0x{:x}", exec ? pc : pc - f->module_base));
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_t pid = fork();
-    if (pid == 0) {
-      dup2(out[1], 1);
-      int devnull = open("/dev/null", O_WRONLY);
-      if (devnull >= 0) dup2(devnull, 2);
-      close(out[0]);
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execvp("addr2line", args.data());
-      _exit(127);
-    }
-    close(out[1]);
-    if (pid < 0) {
-      close(out[0]);
-      return;
-    }
     std::string text;
-    char buf[4096];
-    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-    close(out[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) continue;  // no addr2line here: names stay
+    if (run_program(argv, &text) != 0) continue;  // no addr2line here: names stay
     std::istringstream lines(text);
     std::string line;
     for (auto& [f, pc] : frames) {

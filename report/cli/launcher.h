@@ -22,7 +22,9 @@ struct RunOptions {
 struct RunResult {
   int exit_code = 0;
   int term_signal = 0;           // single command killed by this signal
-  std::string run_dir;           // where the rank files of this run go
+  std::string run_dir;           // the run directory written last (where the files would go if none is)
+  std::vector<std::string> run_dirs;  // every run directory of this launch, the last written last: one per
+                                      // launch inside it (srun steps, mpiruns, restarts; docs/slurm.md)
 };
 
 // Throws std::runtime_error for usage problems (no command, library not found).

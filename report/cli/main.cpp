@@ -87,17 +87,24 @@ struct RunCommand : Command {
     return true;
   }
 
+  // One report per launch inside the command (two srun steps: two runs), the last written last.
+  static void report_each_run(const laggard::cli::RunResult& r) {
+    const std::vector<std::string> dirs = r.run_dirs.empty() ? std::vector<std::string>{r.run_dir} : r.run_dirs;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      if (dirs.size() > 1) std::cout << (i ? "\n" : "") << "== run " << dirs[i] << " ==\n";
+      laggard::cli::ReportOptions ro;
+      ro.dir = dirs[i];
+      laggard::cli::report_command(ro, std::cout, std::cerr);
+    }
+  }
+
   int execute() override {
     if (!take_command()) return 2;
     if (flush_s > 0) o.flush_s = flush_s;
     o.report_after = report;
     try {
       laggard::cli::RunResult r = laggard::cli::run_command(o);
-      if (report) {
-        laggard::cli::ReportOptions ro;
-        ro.dir = r.run_dir;
-        laggard::cli::report_command(ro, std::cout, std::cerr);
-      }
+      if (report) report_each_run(r);
       if (r.term_signal) {  // die of the command's signal, as a shell would report it
         std::cout.flush();
         signal(r.term_signal, SIG_DFL);

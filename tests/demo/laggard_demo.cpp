@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "rank_identity.h"
+
 namespace {
 
 // One slowdown of the slow rank: a section (or its parent, or "step"), a factor, steps [from, to).
@@ -188,6 +190,16 @@ class Loader {
   std::exit(0);
 }
 
+// The rank laggard records for this process (RANK, SLURM_PROCID in an srun step, OMPI_COMM_WORLD_RANK,
+// ...: the same code), so --slow-rank 2 slows the process the report calls rank 2 under any
+// launcher; 0 where laggard sees no rank.
+int own_rank() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  laggard::RankResult r = laggard::detect_rank(laggard::process_env(), host, static_cast<long>(getppid()));
+  return r.identity ? r.identity->rank : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,8 +210,7 @@ int main(int argc, char** argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
   }
-  const char* rank_env = std::getenv("RANK");
-  int rank = rank_env ? std::atoi(rank_env) : 0;
+  const int rank = own_rank();
 
   nvtxDomainHandle_t domain = nvtxDomainCreateA("demo");
   nvtxStringHandle_t optimizer_name = nvtxDomainRegisterStringA(domain, "optimizer");

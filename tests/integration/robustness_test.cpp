@@ -178,9 +178,9 @@ TEST_F(Robustness, LaggardRunPrependsToLdPreload) {
   ProcessOptions o = clean_env();
   o.env["LD_PRELOAD"] = "libc.so.6";
   ProcessResult r = run_process({kLaggard, "run", "--quiet", "--out", out(), "--", "sh", "-c",
-                                 "echo $LD_PRELOAD; echo $LAGGARD_RUN_ID"}, o);
+                                 "echo $LD_PRELOAD; echo $LAGGARD_RUN_PREFIX"}, o);
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')), fs::canonical(kLibrary).string() + ":libc.so.6");
-  EXPECT_GT(r.out.size(), r.out.find('\n') + 2);  // a run id was exported
+  EXPECT_GT(r.out.size(), r.out.find('\n') + 2);  // a run id was exported (each launch inside adds its part)
 }
 
 TEST_F(Robustness, ReportOfNothingIsAClearError) {
