@@ -38,7 +38,7 @@ __all__ = ["install"]
 
 _shim = None
 _main_ident = threading.main_thread().ident
-_busy = 0         # main thread: an automatic section (not a collective) is open
+_busy = 0         # 1 while an automatic section (not a collective) is open on the main thread
 _step_open = False
 _names = {}       # section message -> shim index
 _idx = {}         # short name -> shim index of the fixed sections
@@ -63,45 +63,43 @@ def _name(message):
 
 
 # --- the step and the main-thread sections --------------------------------------------------
+#
+# Hot: every wrapper below runs once per call of what it wraps (nn.Module.__call__ for every
+# module). Each keeps to one global test before calling through, and opens its section inline:
+# _busy is 1 while an automatic section is open on the main thread (sections never nest, so a
+# flag is enough), _step_open while the step is.
 
-def _open_section(index):
-    """Pushes a section on the main thread (opening the step first when none is open)."""
-    global _busy, _step_open
-    if not _step_open:
-        _step_open = True
-        _push(_idx["step"])
-    _busy += 1
-    _push(index)
-
-
-def _close_section():
-    global _busy
-    _busy -= 1
-    _pop()
-
-
-def _end_step():
-    """Optimizer.step() returned: the step ends and the next one begins now."""
-    global _step_open
-    if _step_open:
-        _pop_push(_idx["step"])
-
-
-def _wrap_section(fn, key):
-    index = _idx[key]
+def _section_wrapper(fn, index, end_step=False):
+    """fn, with section `index` around its calls on the main thread when no section is open (the
+    step opened first when none is); with end_step, the step ends when fn returns, and the next
+    one begins."""
+    push, pop, pop_push, step_index = _push, _pop, _pop_push, _idx["step"]
+    get_ident, main = _thread.get_ident, _main_ident
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _busy or _thread.get_ident() != _main_ident:
+        global _busy, _step_open
+        if _busy or get_ident() != main:
             return fn(*args, **kwargs)
-        _open_section(index)
+        if not _step_open:
+            _step_open = True
+            push(step_index)
+        _busy = 1
+        push(index)
         try:
             return fn(*args, **kwargs)
         finally:
-            _close_section()
+            _busy = 0
+            pop()
+            if end_step:
+                pop_push(step_index)
 
     wrapper._laggard = True
     return wrapper
+
+
+def _wrap_section(fn, key):
+    return _section_wrapper(fn, _idx[key])
 
 
 def _patch_data_loader(torch):
@@ -113,24 +111,18 @@ def _patch_modules(torch):
     Module = torch.nn.Module
     call_impl = Module.__call__
     loss_base = torch.nn.modules.loss._Loss
-    forward_index, loss_index = _idx["forward"], _idx["loss"]
-    ddp_class = _ddp_class(torch)
-    get_ident = _thread.get_ident
+    ddp_class = _ddp_class(torch) or ()
+    as_forward = _section_wrapper(call_impl, _idx["forward"])
+    as_loss = _section_wrapper(call_impl, _idx["loss"])
+    get_ident, main = _thread.get_ident, _main_ident
 
-    def top_level_call(self, args, kwargs):
-        if ddp_class is not None and isinstance(self, ddp_class):
-            _ddp_first_forward(self)
-        _open_section(loss_index if isinstance(self, loss_base) else forward_index)
-        try:
-            return call_impl(self, *args, **kwargs)
-        finally:
-            _close_section()
-
-    # Every module call passes here: nested calls (the common case) cost one global read.
+    # Every module call passes here; a nested one (the common case) costs one global test.
     def __call__(self, *args, **kwargs):
-        if _busy or get_ident() != _main_ident:
+        if _busy or get_ident() != main:
             return call_impl(self, *args, **kwargs)
-        return top_level_call(self, args, kwargs)
+        if isinstance(self, ddp_class):
+            _ddp_first_forward(self)
+        return (as_loss if isinstance(self, loss_base) else as_forward)(self, *args, **kwargs)
 
     __call__._laggard = True
     Module.__call__ = __call__
@@ -144,20 +136,8 @@ def _patch_optimizer(torch):
     Optimizer = torch.optim.Optimizer
     opt_index = _idx["optimizer"]
 
-    def wrap_step(step):
-        @functools.wraps(step)  # keeps torch's own "hooked" mark, so torch does not wrap it again
-        def timed_step(*args, **kwargs):
-            if _busy or _thread.get_ident() != _main_ident:
-                return step(*args, **kwargs)
-            _open_section(opt_index)
-            try:
-                return step(*args, **kwargs)
-            finally:
-                _close_section()
-                _end_step()
-
-        timed_step._laggard = True
-        return timed_step
+    def wrap_step(step):  # functools.wraps keeps torch's own "hooked" mark: torch does not wrap it again
+        return _section_wrapper(step, opt_index, end_step=True)
 
     def hook_class(obj):
         cls = type(obj)
