@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "import_nsys.h"  // rank_from_file_name
+#include "import_nsys.h"  // take_rank_from_option_or_name
 #include "reader_values.h"
 
 namespace laggard::report {
@@ -201,12 +201,7 @@ ImportedRank import_torch_legacy(const std::string& file, const KinetoOptions& o
   ImportedRank r;
   r.source = file;
   r.format = "torch-legacy";
-  r.rank = options.rank;
-  r.rank_source = "--rank";
-  if (r.rank < 0) {
-    r.rank = rank_from_file_name(file);
-    r.rank_source = "file name";
-  }
+  take_rank_from_option_or_name(r, options.rank, file);
   if (r.rank < 0 || r.rank >= values::kMaxWorldSize)
     throw std::runtime_error(
         "a legacy PyTorch trace (a JSON array of events) holds no rank: name the file with it "

@@ -39,16 +39,6 @@ std::string why_no_torch() {
          r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
 }
 
-// Microseconds some runnable task waited for a CPU since boot (PSI); -1 without PSI.
-long long cpu_pressure_us() {
-  long long total = -1;
-  if (FILE* f = std::fopen("/proc/pressure/cpu", "r")) {
-    if (std::fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%lld", &total) != 1) total = -1;
-    std::fclose(f);
-  }
-  return total;
-}
-
 class TorchRun : public Scratch {
  protected:
   void SetUp() override {
