@@ -9,6 +9,13 @@ uint32_t RangeStack::innermost_kept() const {
   return kNoName;
 }
 
+uint32_t RangeStack::innermost_kept_of(const void* domain) const {
+  int stored = depth_ < kMaxDepth ? depth_ : kMaxDepth;
+  for (int i = stored - 1; i >= 0; --i)
+    if (open_[i].domain == domain && open_[i].name->kept) return open_[i].name->id;
+  return kNoName;
+}
+
 int RangeStack::snapshot(OpenRange* out, int max) const {
   int stored = depth_ < kMaxDepth ? depth_ : kMaxDepth;
   int n = stored < max ? stored : max;
@@ -19,7 +26,7 @@ int RangeStack::snapshot(OpenRange* out, int max) const {
 int RangeStack::push(const NameEntry* name, const void* domain, int64_t now_ns, uint32_t epoch) {
   int level = depth_;
   if (depth_ < kMaxDepth) {
-    open_[depth_] = Open{name, domain, now_ns, innermost_kept(), epoch};
+    open_[depth_] = Open{name, domain, now_ns, innermost_kept_of(domain), epoch};
   } else {
     ++overflowed_;  // still counted in depth_ so the matching pop stays balanced
   }

@@ -1,6 +1,8 @@
 // Per-thread NVTX push/pop nesting. Single-threaded by construction (one per thread), fixed
 // size so a push never allocates. Domains keep separate nesting: a pop of domain D closes the
-// innermost open range of D even if another domain's range was pushed after it.
+// innermost open range of D even if another domain's range was pushed after it, and a range's
+// parent is the innermost open range of its own domain (issue 25: laggard's automatic "torch"
+// sections never nest under a user's "data_load" of the default domain, nor the reverse).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,8 @@ class RangeStack {
 
   // Innermost open kept section on this thread (kNoName when none): what a launch belongs to.
   uint32_t innermost_kept() const;
+  // ... of one domain: a new range's parent.
+  uint32_t innermost_kept_of(const void* domain) const;
 
   // Copies the stored open ranges, outermost first, into out (at most max); returns how many.
   // Reads only this object: usable from a signal handler on the owning thread (hang reports).
@@ -44,7 +48,7 @@ class RangeStack {
     const NameEntry* name;
     const void* domain;
     int64_t start_ns;
-    uint32_t parent_id;  // innermost kept range below this one at push time
+    uint32_t parent_id;  // innermost kept range of the same domain below this one at push time
     uint32_t epoch;      // pause_state.h's value at push time
   };
   Open open_[kMaxDepth];

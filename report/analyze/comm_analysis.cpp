@@ -457,7 +457,7 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
   ByKey by_key = collect(w);
   if (by_key.empty()) return rep;
   match(w, by_key);
-  align_clocks(w);
+  if (opt.fit_clocks) align_clocks(w);
   score_groups(w);
   list_worst(w);
   list_slow(w);

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model.h"
@@ -33,6 +35,9 @@ struct CommOptions {
   int slow_min_samples = 8;
   size_t slow_listed = 10;  // examples kept per communicator, slowest first
   size_t worst_listed = 10; // collectives with the most total waiting, kept in full detail
+  // Fit each rank's GPU clock to the collectives' end times (clock_offsets.h). Off for
+  // host-timed collectives (host_collectives.h): the ranks of a host share one clock.
+  bool fit_clocks = true;
 };
 
 struct CommRankStats {
@@ -125,7 +130,18 @@ struct CommReport {
   } clock;
   std::vector<Straggler> stragglers;   // scope "comm", metric "last_arrival"
   std::vector<CollectiveDetail> worst; // the most total waiting first, at most options.worst_listed
+  // Issue 25 (host_collectives.h): "host" when this report is of collectives timed on the host
+  // (NVTX ranges named <op>@<group>) rather than NCCL's records. Its string ids then index
+  // host_model's strings (the run's ranks, holding only those collectives): see comm_strings.
+  std::string source = "nccl";
+  std::shared_ptr<const RunModel> host_model;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> host_waits;  // per rank index: waits (epoch ns), sorted
 };
+
+// The model whose strings the report's ids index: `run`, or the host-timed collectives' own.
+inline const RunModel& comm_strings(const RunModel& run, const CommReport& rep) {
+  return rep.host_model ? *rep.host_model : run;
+}
 
 // scores: for the report windows (when the straggler was last). Never throws for odd data.
 CommReport analyze_collectives(const RunModel& model, const ScoreReport& scores, const CommOptions& options = {});

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "host_collectives.h"
 #include "stats.h"
 
 namespace laggard::report {
@@ -43,7 +44,7 @@ static void add_window_stragglers(ScoreReport& rep, const ScoreOptions& opt) {
       for (const auto& [name, ws] : wr.sections)
         for (auto [metric, score, thr] : {std::tuple{"relative", ws.relative, opt.relative_threshold},
                                           std::tuple{"individual", ws.individual, opt.individual_threshold}}) {
-          if (!score || *score >= thr || listed(wr.rank, name, metric)) continue;
+          if (!score || *score >= thr || listed(wr.rank, name, metric) || parse_host_collective(name)) continue;
           auto [it, added] = found.try_emplace({wr.rank, name, metric},
                                                Straggler{wr.rank, wr.host, "section", name, metric, *score, thr, {}});
           it->second.score = std::min(it->second.score, *score);
@@ -221,6 +222,7 @@ void list_stragglers(ScoreWork& w) {
       auto add = [&](const char* metric, std::optional<double> score, double thr,
                      std::optional<double> SectionScore::*field) {
         if (!score || *score >= thr) return;
+        if (parse_host_collective(name)) return;  // waiting for the last rank, not work (issue 25)
         if (sc.share < w.opt.min_share) {
           ++rep.below_min_share;
           return;

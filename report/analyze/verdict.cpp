@@ -397,7 +397,7 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
   const size_t nranks = c.model.ranks.size();
   const bool judged = per_step_evidence(c);
   for (const Straggler& s : c.scores.stragglers) {
-    if (s.scope != "section") continue;
+    if (s.scope != "section" || is_waiting_section(s.section)) continue;
     const size_t r = c.rank_index(s.rank);
     if (r == nranks) continue;
     if (out.has[r] || judged) {
@@ -412,6 +412,8 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
     const double median_ns = it->second.median_ns;
     const double impact = median_ns * (1 - s.score);
     if (c.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;  // not material to the job
+    if (waited_in_section(c, r, s.section, 0, c.steps.count() - 1) >= c.options.cause_share * impact)
+      continue;  // it waited there for a later rank at a collective (issue 25)
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
@@ -463,11 +465,14 @@ std::map<std::pair<int, std::string>, WindowDip> window_dips(const ScoreReport& 
 void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
   if (per_step_evidence(c)) return;
   for (const auto& [key, d] : window_dips(c.scores)) {
+    if (is_waiting_section(key.second)) continue;
     const size_t r = c.rank_index(key.first);
     if (r == c.model.ranks.size() || out.has[r] || longest_run(d.windows) < c.options.min_consecutive_windows)
       continue;
     const double impact = d.median_ns * (1 - d.score);
     if (c.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;
+    if (waited_in_section(c, r, key.second, 0, c.steps.count() - 1) >= c.options.cause_share * impact)
+      continue;  // waiting at a collective (issue 25)
     Finding f;
     f.rank = key.first;
     f.host = c.model.ranks[r].host;
@@ -505,7 +510,8 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
                                      ms(cr.blame_ns), ms(per_op));
     if (out.has[r]) {
       for (Finding* f : out.of_rank(r)) {
-        if (!f->evidence.count("comm_last_share")) f->summary += "; NCCL: " + clause;
+        if (!f->evidence.count("comm_last_share"))
+          f->summary += (c.comm->source == "host" ? "; collectives: " : "; NCCL: ") + clause;
         f->evidence["comm_last_share"] = share;
         f->evidence["comm_blame_ms"] = ms(cr.blame_ns);
       }

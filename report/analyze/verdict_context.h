@@ -56,6 +56,12 @@ struct FindingSet {
 void add_excess_evidence(Finding& f, const Excess& x, double step_ns);
 std::string excess_sentence(const Excess& x, double step_ns, int total_steps);
 
+// Issue 25 (verdict_waiting.cpp): a host-timed collective's section ("torch:all_reduce@default")
+// is waiting, never a finding; and the median, over step rows [first_row, last_row], of the time
+// rank index r spent inside `section` waiting at host-timed collectives for the last arriver.
+bool is_waiting_section(const std::string& section);
+double waited_in_section(const VerdictContext& c, size_t r, const std::string& section, int first_row, int last_row);
+
 // NVTX sections' per-step CPU time (verdict_sections.cpp). A finding on a rank that already
 // has an overlapping one (from its lateness at the collective) joins it as evidence.
 void add_section_findings(const VerdictContext& c, FindingSet& out);

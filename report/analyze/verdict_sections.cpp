@@ -61,9 +61,11 @@ std::vector<Candidate> detect_all(const VerdictContext& c) {
   if (!c.steps.per_rank.empty())
     for (int k = 0; k < c.steps.count(); ++k) starts.push_back(double(c.steps.per_rank[0][k].start_ns));
   std::vector<Candidate> out;
-  for (const Signal& s : c.sections)
+  for (const Signal& s : c.sections) {
+    if (is_waiting_section(s.name)) continue;  // a host-timed collective: waiting (issue 25)
     for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.excess, starts))
       out.push_back({x, &s});
+  }
   return out;
 }
 
@@ -213,6 +215,10 @@ void add_section_findings(const VerdictContext& c, FindingSet& out) {
                  c.options.explained_by_children);
   for (const Candidate& cand : cs) {
     if (cand.dropped) continue;
+    // Issue 25: the rank spent it waiting at a collective for a later rank, which is named there.
+    if (waited_in_section(c, cand.x.rank, cand.signal->name, cand.x.first, cand.x.last) >=
+        c.options.cause_share * cand.x.median_excess_ns)
+      continue;
     Finding f = section_finding(c, cand);
     if (Finding* g = joined_finding(out, from_steps, f)) {
       g->evidence["nvtx_excess_ms_" + f.section] = ms(f.impact_ns);

@@ -5,6 +5,7 @@
 
 #include "comm_analysis.h"
 #include "gpu_scores.h"
+#include "host_collectives.h"
 #include "steps.h"
 
 namespace laggard::report {
@@ -99,7 +100,7 @@ WatchState summarize_for_watch(const RunModel& model, const ScoreOptions& score_
 
   ScoreReport scores = compute_scores(model, score_options);
   GpuScoreReport gpu = compute_gpu_scores(model, scores);
-  CommReport comm = analyze_collectives(model, scores);
+  CommReport comm = analyze_run_collectives(model, scores);
   scores.stragglers.insert(scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
   StepSet steps = detect_steps(model, step_section);
   st.window_s = scores.window_s;

@@ -109,7 +109,34 @@ std::string find_library() {
   throw std::runtime_error("liblaggard.so not found beside " + exe.string() + " (set LAGGARD_LIB)");
 }
 
+// The directory of laggard's sitecustomize.py (automatic PyTorch sections, docs/pytorch.md):
+// $LAGGARD_PYTHON_DIR, else python/ beside the library (the build tree; lib/laggard/python when
+// installed as lib/laggard/liblaggard.so), else laggard/python/ beside it (lib/liblaggard.so).
+std::string find_python_dir(const std::string& lib) {
+  std::error_code ec;
+  if (const char* env = std::getenv("LAGGARD_PYTHON_DIR"); env && *env)
+    return fs::is_regular_file(fs::path(env) / "sitecustomize.py", ec) ? absolute_path(env) : std::string();
+  const fs::path dir = fs::path(lib).parent_path();
+  for (const char* rel : {"python", "laggard/python"}) {
+    fs::path candidate = (dir / rel).lexically_normal();
+    if (fs::is_regular_file(candidate / "sitecustomize.py", ec)) return candidate.string();
+  }
+  return "";
+}
+
 namespace {
+
+// PYTHONPATH with `dir` first (Python imports the first sitecustomize it finds; laggard's runs
+// the one it hides). Unchanged when `dir` is already first.
+void put_first_on_pythonpath(const std::string& dir) {
+  std::string path = dir;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) {
+    std::string rest = old;
+    if (rest == dir || rest.rfind(dir + ":", 0) == 0) return;
+    path += ":" + rest;
+  }
+  setenv("PYTHONPATH", path.c_str(), 1);
+}
 
 // The environment every rank inherits. Children of a launcher (torchrun, srun, mpirun) inherit
 // it too, which is the point: no change to the job itself.
@@ -127,6 +154,10 @@ void export_capture_environment(const RunOptions& o, const std::string& lib, con
   if (!o.sections.empty()) setenv("LAGGARD_SECTIONS", o.sections.c_str(), 1);
   if (o.flush_s) setenv("LAGGARD_FLUSH_S", fmt::format("{}", *o.flush_s).c_str(), 1);
   if (!o.log.empty()) setenv("LAGGARD_LOG", o.log.c_str(), 1);
+  if (std::string dir = find_python_dir(lib); !dir.empty()) put_first_on_pythonpath(dir);
+  else if (o.log == "info" || o.log == "debug")
+    fmt::print(stderr, "laggard: no python/ directory with sitecustomize.py beside {}: no automatic PyTorch "
+                       "sections (set LAGGARD_PYTHON_DIR)\n", lib);
 }
 
 // ---- signals while the ranks run ----

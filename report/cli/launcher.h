@@ -33,4 +33,8 @@ RunResult run_command(const RunOptions& options);
 // Locates liblaggard.so: $LAGGARD_LIB, else beside the laggard executable or in ../lib.
 std::string find_library();
 
+// The directory holding laggard's sitecustomize.py for library `lib` (docs/pytorch.md):
+// $LAGGARD_PYTHON_DIR, else python/ or laggard/python/ beside it; "" when there is none.
+std::string find_python_dir(const std::string& lib);
+
 }  // namespace laggard::cli

@@ -16,6 +16,7 @@
 #include "render_html.h"
 #include "render_trace.h"
 #include "health_analysis.h"
+#include "host_collectives.h"
 #include "json_text.h"
 #include "progress.h"
 #include "stacks.h"
@@ -165,8 +166,8 @@ Results analyse(const report::RunModel& model, const ReportOptions& o, const rep
   r.scores = report::compute_scores(model, o.scores);
   stage("GPU scores");
   report::GpuScoreReport gpu = report::compute_gpu_scores(model, r.scores);  // adds GPU stragglers
-  stage("NCCL collectives");
-  report::CommReport comm = report::analyze_collectives(model, r.scores);
+  stage("collectives");
+  report::CommReport comm = report::analyze_run_collectives(model, r.scores);
   r.scores.stragglers.insert(r.scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
   stage("steps");
   r.analyses = report::run_analyses(model, r.scores, o.analyses, &steps, std::move(gpu), std::move(comm));

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "import_torch_legacy.h"
 #include "reader_values.h"
 
 namespace laggard::report {
@@ -475,6 +476,8 @@ void shift_times(ImportedRank& r, int64_t base) {
 }  // namespace
 
 ImportedRank import_kineto(const std::string& file, const KinetoOptions& options) {
+  // PyTorch built without Kineto writes a bare array of events instead (issue 25).
+  if (is_json_array_file(file)) return import_torch_legacy(file, options);
   ImportedRank r;
   r.source = file;
   r.format = "kineto";

@@ -247,6 +247,15 @@ int rank_from_file_name(const std::string& path) {
   }
 }
 
+void take_rank_from_option_or_name(ImportedRank& r, int option, const std::string& file) {
+  r.rank = option;
+  r.rank_source = "--rank";
+  if (r.rank < 0) {
+    r.rank = rank_from_file_name(file);
+    r.rank_source = "file name";
+  }
+}
+
 ImportedRank import_nsys(const std::string& file, const NsysOptions& options) {
   Db db(file);
   std::set<std::string> tables = tables_of(db);
@@ -262,12 +271,7 @@ ImportedRank import_nsys(const std::string& file, const NsysOptions& options) {
   ImportedRank r;
   r.source = file;
   r.format = "nsys";
-  r.rank = options.rank;
-  r.rank_source = "--rank";
-  if (r.rank < 0) {
-    r.rank = rank_from_file_name(file);
-    r.rank_source = "file name";
-  }
+  take_rank_from_option_or_name(r, options.rank, file);
   if (r.rank < 0)
     throw std::runtime_error("no rank in the file name (e.g. report-rank3.sqlite); pass --rank N");
 

@@ -21,4 +21,7 @@ ImportedRank import_nsys(const std::string& file, const NsysOptions& options = {
 // The rank a file name states ("run-rank3.sqlite" -> 3), or -1.
 int rank_from_file_name(const std::string& path);
 
+// r.rank and r.rank_source from `option` (--rank) when >= 0, else from the file name (-1: neither).
+void take_rank_from_option_or_name(ImportedRank& r, int option, const std::string& file);
+
 }  // namespace laggard::report

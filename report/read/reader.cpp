@@ -361,9 +361,13 @@ namespace {
 
 // Counters that are not records lost: samples left unstored (statistics stay exact), the
 // app's own NVTX misuse (said apart, below: an nvtxRangeEnd of an evicted range is counted as
-// evicted already), ranges the filter left out and ranges folded into "(other)" (said apart).
+// evicted already), ranges the filter left out and ranges folded into "(other)" (said apart),
+// and ranges still open when their thread or process ended (issue 25): a range has no length
+// until it ends, so nothing was captured and lost (laggard's automatic PyTorch step is always
+// open at exit; so is any program's outermost range when it exits from inside it).
 const std::set<std::string> kNotLost = {"occurrences_sampled", "gpu_records_not_stored", "unbalanced_pop",
-                                        "unmatched_end", "sections_filtered", "names_overflow"};
+                                        "unmatched_end", "sections_filtered", "names_overflow",
+                                        "unclosed_at_exit"};
 
 uint64_t counter(const Counts& c, const char* key) {
   auto it = c.find(key);

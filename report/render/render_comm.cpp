@@ -151,19 +151,27 @@ void render_communicator(const RunModel& m, const CommSummary& c, const CommOpti
 
 }  // namespace
 
-void render_comm_text(const RunModel& m, const CommReport& rep, std::ostream& out, size_t top) {
+void render_comm_text(const RunModel& run, const CommReport& rep, std::ostream& out, size_t top) {
   if (!rep.ops) return;
+  const RunModel& m = comm_strings(run, rep);
   const CommOptions& o = rep.options;
-  out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
-                     "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
-                     rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
-  render_plugin_and_gaps(m, rep, out, top);
+  const bool host = rep.source == "host";  // issue 25: host-timed collectives (NVTX <op>@<group>)
+  if (host)
+    out << fmt::format("\nCollectives timed on the host (NVTX ranges <op>@<group>): {} matched on every rank of {} "
+                       "group(s); {} seen on some ranks only or in windows whose calls were sampled\n",
+                       rep.matched, rep.comms.size(), rep.incomplete);
+  else
+    out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
+                       "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
+                       rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
+  if (!host) render_plugin_and_gaps(m, rep, out, top);
   if (!rep.matched) return;
   if (rep.clock.corrected) render_clock_fit(rep, out, top);
-  out << fmt::format("  A rank arrived last when its GPU reached the collective within {:.3f} ms of the latest rank,\n"
+  out << fmt::format("  A rank arrived last when its {} the collective within {:.3f} ms of the latest rank,\n"
                      "  and that was at least {:.3f} ms after the earliest. WAITED: time spent waiting for others;\n"
-                     "  BLAME: the time the others waited for it.\n",
-                     ms(o.lead_floor_ns), ms(o.lead_floor_ns));
+                     "  BLAME: the time the others waited for it.{}\n",
+                     host ? "host called" : "GPU reached", ms(o.lead_floor_ns), ms(o.lead_floor_ns),
+                     host ? " KERNEL: the calls' own host time." : "");
   render_rank_table(rep, out, top);
   render_longest_waits(m, rep, out);
   out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
@@ -278,8 +286,10 @@ json worst_wait_json(const RunModel& m, const CollectiveDetail& d) {
 
 }  // namespace
 
-json render_comm_json(const RunModel& m, const CommReport& rep) {
+json render_comm_json(const RunModel& run, const CommReport& rep) {
+  const RunModel& m = comm_strings(run, rep);
   json j;
+  j["source"] = rep.source;  // "nccl", or "host": collectives timed on the host (issue 25)
   j["ops"] = rep.ops;
   j["collectives"] = rep.matched;
   j["incomplete"] = rep.incomplete;

@@ -336,7 +336,7 @@ std::string worst_collective_chart(const Page& p, const CollectiveDetail& w) {
   }
   return fmt::format("<h3>Arrival skew in the collective with the most waiting: <span class=\"name\">{}</span> #{} "
                      "({} waited in all)</h3>",
-                     esc(p.model.strings.at(w.func)), w.seq, duration(w.total_wait_ns)) +
+                     esc(comm_strings(p.model, p.analyses.comm).strings.at(w.func)), w.seq, duration(w.total_wait_ns)) +
          bar_chart("nccl-arrival-chart", arrivals, ms_value);
 }
 

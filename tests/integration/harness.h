@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -36,6 +37,17 @@ inline ProcessOptions clean_env() {
                         "SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
     o.env[v] = std::nullopt;
   return o;
+}
+
+// Microseconds some runnable task has waited for a CPU since boot (PSI, /proc/pressure/cpu "some");
+// -1 without PSI. Its growth over a run says whether the run's processes were kept from a core.
+inline long long cpu_pressure_us() {
+  long long total = -1;
+  if (FILE* f = std::fopen("/proc/pressure/cpu", "r")) {
+    if (std::fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%lld", &total) != 1) total = -1;
+    std::fclose(f);
+  }
+  return total;
 }
 
 // Any rank file (rank*.json, or binary frames in rank*.lgr, the default) as the JSON text of a

@@ -280,4 +280,17 @@ TEST(FileRoundTrip, EachLostRangeIsCountedOnce) {
   EXPECT_NE(lost.find("lost or could not match 3 records"), std::string::npos) << lost;
 }
 
+// Issue 25: a range still open at exit (laggard's automatic PyTorch step always is) was reported
+// as "lost or could not match"; it never ended, so nothing was captured and lost.
+TEST(FileRoundTrip, RangesOpenAtExitAreNotLostRecords) {
+  TempDir tmp;
+  laggard::SegmentWriter w((tmp.path / "run1").string(), info(0, 1), 30);
+  laggard::DropCounters d;
+  d.unclosed_at_exit = 2;
+  ASSERT_EQ(w.write(window(0, {1}), d, true, 0), "");
+  laggard::report::RunModel m = laggard::report::read_run(tmp.path.string());
+  for (const auto& p : m.problems) EXPECT_NE(p.kind, "dropped_records") << p.message;
+  EXPECT_EQ(m.ranks.at(0).dropped.at("unclosed_at_exit"), 2u);  // still counted in the files
+}
+
 }  // namespace

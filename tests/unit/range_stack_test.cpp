@@ -72,11 +72,39 @@ TEST_F(RangeStackTest, DomainsNestIndependently) {
   EXPECT_EQ(names.name(r.name_id), "dom:lib");
   EXPECT_EQ(st.pop(nullptr, 50, 1, &r, &emit), 1);
   EXPECT_EQ(r.name_id, n("inner")->id);
-  EXPECT_EQ(r.parent_id, n("lib", d)->id);  // it was pushed inside "lib"
+  EXPECT_EQ(r.parent_id, n("outer")->id);  // its domain's innermost open range, not "lib" (issue 25)
   // No open range of the domain any more.
   EXPECT_EQ(st.pop(d, 60, 1, &r, &emit), -1);
   EXPECT_EQ(st.pop(nullptr, 70, 1, &r, &emit), 0);
   EXPECT_EQ(r.name_id, n("outer")->id);
+}
+
+// Issue 25: laggard's automatic "torch" sections and a program's own ranges of the default domain
+// interleave on one thread; neither becomes the other's parent (an automatic step used to land
+// under the user's data_load, and the user's forward under the automatic step).
+TEST_F(RangeStackTest, ParentsNeverCrossDomains) {
+  int tag;
+  const void* torch = &tag;
+  RangeStack st;
+  RangeRecord r;
+  bool emit = false;
+  st.push(n("data_load"), nullptr, 10);        // the user's range, default domain
+  st.push(n("step", torch), torch, 20);        // the automatic step opens inside it
+  st.push(n("forward", torch), torch, 30);
+  st.push(n("attention"), nullptr, 40);        // the user's range inside the automatic forward
+  st.pop(nullptr, 50, 1, &r, &emit);
+  ASSERT_TRUE(emit);
+  EXPECT_EQ(r.name_id, n("attention")->id);
+  EXPECT_EQ(r.parent_id, n("data_load")->id);  // its domain's innermost, not torch:forward
+  st.pop(torch, 60, 1, &r, &emit);
+  EXPECT_EQ(r.parent_id, n("step", torch)->id);
+  st.pop(nullptr, 70, 1, &r, &emit);
+  EXPECT_EQ(r.name_id, n("data_load")->id);
+  EXPECT_EQ(r.parent_id, kNoName);
+  st.pop(torch, 80, 1, &r, &emit);
+  EXPECT_EQ(r.name_id, n("step", torch)->id);
+  EXPECT_EQ(r.parent_id, kNoName);             // top level of its domain, not under data_load
+  EXPECT_EQ(st.depth(), 0);
 }
 
 TEST_F(RangeStackTest, FilteredRangesKeepBalanceAndAreSkippedAsParents) {
