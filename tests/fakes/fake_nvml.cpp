@@ -5,6 +5,11 @@
 //                       1980, temperature 91 C, HW thermal slowdown, one new uncorrected ECC error
 //                       per sample
 //   FAKE_NVML_FAIL_INIT nvmlInit_v2 fails
+//   FAKE_NVML_HANG_INIT nvmlInit_v2 never returns, as on a node whose GPU fell off the bus (Xid 79:
+//                       nvidia-smi and nvmlInit block in the driver); used to show that laggard's
+//                       hang watchdog does not depend on the thread that called it (issue 24)
+#include <time.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +33,11 @@ FakeDevice* dev(void* h) { return static_cast<FakeDevice*>(h); }
 extern "C" {
 
 int nvmlInit_v2() {
+  if (std::getenv("FAKE_NVML_HANG_INIT"))
+    for (;;) {
+      timespec t{3600, 0};
+      nanosleep(&t, nullptr);
+    }
   for (int i = 0; i < 64; ++i) g_devices[i] = {i, 0};
   return std::getenv("FAKE_NVML_FAIL_INIT") ? 999 /* NVML_ERROR_UNKNOWN */ : 0;
 }

@@ -32,7 +32,7 @@ inline ProcessOptions clean_env() {
                         "LAGGARD_PROFILING_INTERVAL", "CUDA_INJECTION64_PATH", "LAGGARD_NCCL", "NCCL_PROFILER_PLUGIN",
                         "LAGGARD_HANG_S", "LAGGARD_HANG_REPEAT_S", "LAGGARD_HANG_SIGNAL", "LAGGARD_HANG_UNWINDER",
                         "LAGGARD_NVML", "FAKE_NVML_GPUS", "FAKE_NVML_SLOW_GPU", "FAKE_NVML_FAIL_INIT",
-                        "LAGGARD_FILE_FORMAT"})
+                        "LAGGARD_FILE_FORMAT", "LAGGARD_TEST_IMAGE_ID"})
     o.env[v] = std::nullopt;
   return o;
 }
