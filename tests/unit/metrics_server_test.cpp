@@ -1,55 +1,23 @@
 // `laggard watch --serve`'s /metrics under slow and idle clients (issue 24, item 6): a client that
 // trickles its request or never sends one costs the server a buffer, never a thread, and each
 // connection is closed at its deadline however it trickles.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
+#include <sys/select.h>
 
 #include <string>
 #include <vector>
 
+#include "http_client.h"
 #include "metrics_server.h"
 #include "render_prometheus.h"
 
 namespace laggard {
 namespace metrics_server_test {
 
-int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval limit{30, 0};  // a broken server fails the test instead of hanging it
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  return fd;
-}
+using testing::connect_loopback;
+using testing::port_of;
 
-std::string read_all(int fd) {
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
-  return reply;
-}
-
-std::string scrape(int port) {
-  int fd = connect_to(port);
-  if (fd < 0) return "connect failed";
-  const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
-  send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string reply = read_all(fd);
-  close(fd);
-  return reply;
-}
-
-int port_of(const cli::MetricsServer& s) { return std::stoi(s.url().substr(s.url().rfind(':') + 1)); }
+std::string scrape(int port) { return testing::http_exchange(port, "GET /metrics HTTP/1.1\r\n\r\n"); }
 
 TEST(MetricsServerUnderLoad, TricklingAndIdleClientsDoNotStopScrapes) {
   cli::MetricsServer server(cli::parse_endpoint("127.0.0.1:0"), report::kPrometheusContentType);
@@ -60,11 +28,11 @@ TEST(MetricsServerUnderLoad, TricklingAndIdleClientsDoNotStopScrapes) {
   // than the server keeps open.
   std::vector<int> slow;
   for (int i = 0; i < 4; ++i) {
-    slow.push_back(connect_to(port));
+    slow.push_back(connect_loopback(port));
     ASSERT_GE(slow.back(), 0);
     send(slow.back(), "G", 1, MSG_NOSIGNAL);
   }
-  for (int i = 0; i < 300; ++i) slow.push_back(connect_to(port));
+  for (int i = 0; i < 300; ++i) slow.push_back(connect_loopback(port));
   for (int i = 0; i < 5; ++i) {
     std::string r = scrape(port);
     EXPECT_EQ(r.rfind("HTTP/1.1 200 OK", 0), 0u) << r;
@@ -77,7 +45,7 @@ TEST(MetricsServerUnderLoad, TricklingAndIdleClientsDoNotStopScrapes) {
 TEST(MetricsServerUnderLoad, AConnectionIsClosedAtItsDeadlineHoweverItTrickles) {
   cli::MetricsServer server(cli::parse_endpoint("127.0.0.1:0"), report::kPrometheusContentType, 300);
   int port = port_of(server);
-  int fd = connect_to(port);
+  int fd = connect_loopback(port);
   ASSERT_GE(fd, 0);
   // One byte every 50 ms never completes a request before the 300 ms deadline; the old server
   // restarted its timeout at every byte and held the connection as long as the client liked.

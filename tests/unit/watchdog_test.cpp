@@ -157,14 +157,20 @@ StackSampler& sampler() {
   return *s;
 }
 
-TEST(StackSampler, CapturesAnotherThreadsStackAndOpenSections) {
-  Parked p;
-  p.start();
+// One thread's stack as a report takes it: modules read, stack copied, frames named.
+ThreadReport take_stack(uint32_t tid) {
   ThreadReport t;
-  t.tid = p.tid.load();
+  t.tid = tid;
   sampler().begin_report();
   sampler().capture(t, 2 * kS);
   sampler().name_frames(t.frames);
+  return t;
+}
+
+TEST(StackSampler, CapturesAnotherThreadsStackAndOpenSections) {
+  Parked p;
+  p.start();
+  ThreadReport t = take_stack(p.tid.load());
   p.stop();
   ASSERT_EQ(sampler().unwinder(), "libunwind");
   EXPECT_EQ(t.status, "captured");
@@ -219,11 +225,7 @@ TEST(StackSampler, ASleepingThreadThatBlocksSignalsIsReadInPlace) {
   Parked p;
   p.block_signals = true;  // blocked in nanosleep: no signal is needed to read it
   p.start();
-  ThreadReport t;
-  t.tid = p.tid.load();
-  sampler().begin_report();
-  sampler().capture(t, 2 * kS);
-  sampler().name_frames(t.frames);
+  ThreadReport t = take_stack(p.tid.load());
   p.stop();
   EXPECT_EQ(t.status, "captured");
   EXPECT_EQ(t.method, "in_place");
@@ -253,10 +255,7 @@ TEST(StackSampler, AThreadWaitingInPollIsReadInPlaceAndNeverSeesEintr) {
   while (!tid.load() || read_syscall_state(tid.load()).running || !read_syscall_state(tid.load()).ok)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (int i = 0; i < 5; ++i) {
-    ThreadReport t;
-    t.tid = tid.load();
-    sampler().begin_report();
-    sampler().capture(t, 2 * kS);
+    ThreadReport t = take_stack(tid.load());
     EXPECT_EQ(t.status, "captured");
     EXPECT_EQ(t.method, "in_place");
     EXPECT_GE(t.frames.size(), 2u);  // poll, and the lambda that called it
