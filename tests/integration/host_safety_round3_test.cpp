@@ -174,6 +174,23 @@ TEST_F(Round3, AnApplicationAtItsDescriptorLimitNeverFailsAnOpen) {
   EXPECT_EQ(rep["ranks"][0]["sections"]["step"]["count"], opens + 1);  // written once descriptors were free
 }
 
+// ---- smaller: a child without LD_PRELOAD still loads laggard through NVTX (docs/host-safety.md) ----
+
+TEST_F(Round3, RemovingLdPreloadAloneLeavesLaggardInAChildLaggardEnable0TakesItOut) {
+  ProcessOptions child = preloaded();
+  child.env["LD_PRELOAD"] = std::nullopt;                // what a launcher "cleaning" the child does
+  child.env["NVTX_INJECTION64_PATH"] = kLibrary;         // inherited: laggard set it at load
+  ProcessResult loaded = run_process({kHostileApp, "steps", "3"}, child);
+  EXPECT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_EQ(files_starting("rank00000-").size(), 1u);  // documented: NVTX loaded laggard
+  fs::remove_all(run_dir());
+  child.env["LAGGARD_ENABLE"] = "0";
+  ProcessResult inert = run_process({kHostileApp, "steps", "3"}, child);
+  EXPECT_EQ(inert.exit_code, 0) << inert.err;
+  EXPECT_EQ(inert.out, loaded.out);
+  EXPECT_TRUE(files_starting("rank00000-").empty());
+}
+
 // ---- item 1: the watchdog's workload, a short slice (scripts/soak-watchdog runs hundreds) ----
 
 TEST_F(Round3, TheWatchdogNeverDeadlocksThreadsInMallocForkDlopenAndThrow) {
