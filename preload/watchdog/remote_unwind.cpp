@@ -153,7 +153,7 @@ bool ModuleMap::mapped_from_file(uint64_t addr, size_t len) const {
   auto it = std::upper_bound(ranges_.begin(), ranges_.end(), addr, [](uint64_t a, const Range& r) { return a < r.start; });
   if (it == ranges_.begin()) return false;
   --it;
-  return addr >= it->start && addr + len <= it->end;
+  return addr >= it->start && addr < it->end && len <= it->end - addr;
 }
 
 // ---- libunwind's remote API ----
@@ -246,7 +246,8 @@ int access_mem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, vo
   if (write) return -UNW_EINVAL;
   auto* f = static_cast<Frame0*>(arg);
   const StackSnapshot& s = *f->snap;
-  if (addr >= s.stack_start && addr + sizeof(unw_word_t) <= s.stack_start + s.stack_len) {
+  // Addresses come from the thread's registers and stack: any value, up to 2^64 - 1.
+  if (s.holds(addr, sizeof *val)) {
     std::memcpy(val, s.stack + (addr - s.stack_start), sizeof *val);
     return 0;
   }

@@ -90,15 +90,14 @@ bool follows_call_instruction(const uint8_t* before, int n);  // n bytes ending 
 template <typename IsCode, typename ReadCode>
 FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code) {
   constexpr uint64_t kScan = 16 * 1024;
-  const uint64_t lo = s.stack_start, hi = s.stack_start + s.stack_len;
-  uint64_t at = (sp + 7) & ~uint64_t{7};
-  for (; at + 16 <= hi && at < sp + kScan; at += 8) {
-    if (at < lo) continue;
+  if (!s.holds(sp, 16)) return {};  // sp comes from an unwind: any value
+  const uint64_t lo = s.stack_start;
+  for (uint64_t at = (sp + 7) & ~uint64_t{7}; at - sp < kScan && s.holds(at, 16); at += 8) {
     uint64_t saved = 0, ret = 0;
     __builtin_memcpy(&saved, s.stack + (at - lo), 8);
     __builtin_memcpy(&ret, s.stack + (at + 8 - lo), 8);
     if (saved != 0 && (saved <= at || saved - at > (uint64_t{1} << 24) || (saved & 7))) continue;
-    if (!is_code(ret)) continue;
+    if (ret < 8 || !is_code(ret)) continue;
     uint8_t before[8];
     if (!read_code(ret - 8, before, 8) || !follows_call_instruction(before, 8)) continue;
     return FrameRecord{at, saved, ret};

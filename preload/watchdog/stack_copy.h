@@ -35,6 +35,10 @@ struct StackSnapshot {
   uint8_t* stack = nullptr;    // kStackCopyBytes of storage owned by the caller
 
   bool has(int reg) const { return reg >= 0 && reg < kRegCount && (known >> reg & 1); }
+  // Whether [addr, addr + n) lies in the copy (no overflow for any addr).
+  bool holds(uint64_t addr, size_t n) const {
+    return addr >= stack_start && addr - stack_start <= stack_len && stack_len - (addr - stack_start) >= n;
+  }
   uint64_t sp() const { return has(kRegSp) ? regs[kRegSp] : 0; }
   uint64_t pc() const { return has(kRegPc) ? regs[kRegPc] : 0; }
   void set(int reg, uint64_t value) {

@@ -30,6 +30,10 @@ constexpr int kNameLen = 192;
 constexpr int kMaxSections = 32;
 constexpr int kRequests = 4;       // a slot whose handler never finished is not reused
 constexpr int kInPlaceTries = 5;   // a thread that keeps waking up is read again, then given up
+// A thread seen running is looked at again this often, 1 ms apart, before it is signalled: one
+// that is only between two waits is then read in place, and only a thread that keeps running
+// (spinning, computing) gets a signal, which then lands in user code.
+constexpr int kRunningLooks = 5;
 
 enum : uint64_t { kIdle = 0, kRequested = 1, kWriting = 2, kDone = 3, kAbandoned = 4 };
 
@@ -323,10 +327,16 @@ void StackSampler::capture_by_signal(ThreadReport& t, int64_t timeout_ns) {
 
 void StackSampler::capture(ThreadReport& t, int64_t timeout_ns) {
   if (!unwinder_.loaded()) t.status = "no_unwinder";
+  int running_looks = 0;
   for (int attempt = 0; attempt < kInPlaceTries; ++attempt) {
     SyscallState st = read_syscall_state(t.tid);
     if (!st.ok) break;  // gone, or this kernel cannot say: the signal decides
-    if (st.running) return capture_by_signal(t, timeout_ns);
+    if (st.running) {
+      if (++running_looks >= kRunningLooks) return capture_by_signal(t, timeout_ns);
+      sleep_ns(1'000'000);
+      --attempt;  // a look at a running thread is not a failed read
+      continue;
+    }
     if (capture_in_place(t, st)) return;
   }
   if (read_syscall_state(t.tid).ok) {

@@ -8,7 +8,8 @@
 //   pointer and pc come from that file and its stack is read in place (same address space,
 //   process_vm_readv); reading the file and the thread's context-switch counts again afterwards
 //   proves it stayed blocked meanwhile, else the read is retried.
-// - A running thread gets one real-time signal (tgkill). The handler does only what is
+// - A thread still running after 5 looks 1 ms apart (a thread between two waits is caught
+//   blocked meanwhile) gets one real-time signal (tgkill). The handler does only what is
 //   async-signal-safe: it copies the interrupted registers (ucontext) and the innermost
 //   kStackCopyBytes of the stack (process_vm_readv: a fault ends the copy, not the process) and
 //   the thread's open NVTX ranges into a preallocated slot, and returns. No unwinding, no

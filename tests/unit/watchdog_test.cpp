@@ -29,6 +29,15 @@ namespace watchdog_test {
 
 constexpr int64_t kS = 1'000'000'000;
 
+// ThreadSanitizer defers an asynchronous signal to the thread's next intercepted call and hands
+// the handler the context of its arrival, whose stack has been reused since: frames taken from
+// it are not the thread's. Checks of signal-path frames are skipped under it.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kSignalContextIsCurrent = false;
+#else
+constexpr bool kSignalContextIsCurrent = true;
+#endif
+
 TEST(StallClock, ReportsAfterHangThenAtMostEveryRepeat) {
   StallClock c(10 * kS, 30 * kS, 0);
   EXPECT_FALSE(c.due(5, 0));
@@ -308,8 +317,9 @@ TEST(StackSampler, ARunningThreadIsCapturedWhileAnotherHoldsTheLoaderLock) {
   spinner.stop();
   EXPECT_EQ(t.status, "captured");
   EXPECT_EQ(t.method, "signal");
-  EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << frames_of(t);
   EXPECT_TRUE(ran_on);
+  if (!kSignalContextIsCurrent) GTEST_SKIP() << "ThreadSanitizer delivers signals late: the context is stale";
+  EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << frames_of(t);
 }
 
 TEST(Watchdog, WritesAReportNamingEveryThread) {
