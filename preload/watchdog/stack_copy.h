@@ -60,4 +60,9 @@ size_t copy_stack(StackSnapshot& s, uint64_t sp);
 // not mapped readable (nothing faults).
 bool read_memory(void* dst, uint64_t addr, size_t len);
 
+// Once, before the handler is installed: checks that process_vm_readv works on this process,
+// and where a seccomp profile refuses it, opens /proc/self/mem instead (placed with move_high).
+// False when neither works (then only the registers are copied: one frame per thread).
+bool prepare_memory_reads(int (*move_high)(int));
+
 }  // namespace laggard::watch

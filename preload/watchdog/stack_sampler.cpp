@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "range_stack.h"
+#include "safe_write.h"
 #include "thread_probe.h"
 #include "thread_registry.h"
 
@@ -223,6 +224,8 @@ void StackSampler::arm(int forced_signal, int64_t epoch_offset_ns, const std::st
   epoch_offset_ns_ = epoch_offset_ns;
   for (int i = 0; i < kRequests; ++i) g_requests[i].snap.stack = g_stack_copies[i];
   g_in_place.stack = g_stack_copies[kRequests];
+  if (!prepare_memory_reads(move_fd_high))
+    log_warn("hang watchdog: neither process_vm_readv nor /proc/self/mem can read this process; stacks get one frame");
   std::string err = unwinder_.load(library);
   unwinder_status_ = err.empty() ? "libunwind" : "unavailable: " + err;
 #ifdef LAGGARD_HAVE_LIBUNWIND

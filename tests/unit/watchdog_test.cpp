@@ -2,6 +2,12 @@
 // threads' stacks with a signal (including threads that block it and apps that own signals).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <cstddef>
 #include <link.h>
 #include <poll.h>
 #include <pthread.h>
@@ -320,6 +326,41 @@ TEST(StackSampler, ARunningThreadIsCapturedWhileAnotherHoldsTheLoaderLock) {
   EXPECT_TRUE(ran_on);
   if (!kSignalContextIsCurrent) GTEST_SKIP() << "ThreadSanitizer delivers signals late: the context is stale";
   EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << frames_of(t);
+}
+
+// A container whose seccomp profile refuses process_vm_readv (and ptrace): stacks are read
+// through /proc/self/mem instead, in a child process with such a filter installed.
+TEST(StackSampler, WithoutProcessVmReadvStacksComeThroughProcSelfMem) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) _exit(2);
+    uint64_t x = 1, y = 0;
+    iovec l{&y, sizeof y}, r{&x, sizeof x};
+    if (syscall(SYS_process_vm_readv, getpid(), &l, 1, &r, 1, 0) != -1) _exit(3);  // the filter works
+    StackSampler s;
+    s.arm(0, 0);
+    Parked p;
+    p.start();
+    ThreadReport t;
+    t.tid = p.tid.load();
+    s.begin_report();
+    s.capture(t, 2 * kS);
+    s.name_frames(t.frames);
+    p.stop();
+    _exit(t.method == "in_place" && has_frame(t, "parked_in_named_function") ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);  // 1: no frames, 2/3: no seccomp here
 }
 
 TEST(Watchdog, WritesAReportNamingEveryThread) {
