@@ -176,7 +176,11 @@ struct RemoteUnwinder::Impl {
   int (*step)(unw_cursor_t*) = nullptr;
   int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*) = nullptr;
   int (*search_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t*, unw_proc_info_t*, int, void*) = nullptr;
+  void (*destroy_addr_space)(unw_addr_space_t) = nullptr;
   unw_addr_space_t as = nullptr;
+  ~Impl() {
+    if (as && destroy_addr_space) destroy_addr_space(as);
+  }
   // Accessors as libunwind copies them: room for fields a newer libunwind may add at the end.
   void* accessors[32] = {};
 
@@ -275,7 +279,7 @@ bool bind(void* lib, const char* name, F** out) {
 }  // namespace
 
 RemoteUnwinder::RemoteUnwinder() = default;
-RemoteUnwinder::~RemoteUnwinder() = default;  // the address space stays with the process
+RemoteUnwinder::~RemoteUnwinder() = default;  // Impl destroys the address space
 
 bool RemoteUnwinder::loaded() const { return impl_ && impl_->as; }
 
@@ -291,6 +295,7 @@ std::string RemoteUnwinder::load(const std::string& library) {
       !bind(lib, (u + "set_caching_policy").c_str(), &impl->set_caching_policy) ||
       !bind(lib, (u + "init_remote").c_str(), &impl->init_remote) || !bind(lib, (u + "step").c_str(), &impl->step) ||
       !bind(lib, (u + "get_reg").c_str(), &impl->get_reg) ||
+      !bind(lib, (u + "destroy_addr_space").c_str(), &impl->destroy_addr_space) ||
       !bind(lib, (u + "dwarf_search_unwind_table").c_str(), &impl->search_table))
     return path + " lacks libunwind's remote API (need libunwind >= 1.3)";
   unw_accessors_t acc{};
