@@ -317,7 +317,28 @@ LoadResult load_cupti(const LoaderOptions& o, const AcceptFn& accept) {
   return res;
 }
 
+namespace {
+
+// Whether a libcuda is mapped, without opening a file: dlopen(RTLD_NOLOAD) of a name that is not
+// loaded still searches the library path and opens each candidate, and this runs at every flush
+// tick -- a descriptor each time, taken from an application that may be at its limit (issue 24).
+int find_driver(dl_phdr_info* info, size_t, void* found) {
+  const char* name = info->dlpi_name ? std::strrchr(info->dlpi_name, '/') : nullptr;
+  name = name ? name + 1 : info->dlpi_name;
+  if (name && std::strncmp(name, "libcuda.so", 10) == 0) *static_cast<bool*>(found) = true;
+  return *static_cast<bool*>(found) ? 1 : 0;
+}
+
+bool driver_mapped() {
+  bool found = false;
+  dl_iterate_phdr(find_driver, &found);
+  return found;
+}
+
+}  // namespace
+
 bool cuda_initialized() {
+  if (!driver_mapped()) return false;
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
   if (!h) return false;
   using GetCount = int (*)(int*);

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "pause_control.h"
 #include "plugin_env.h"
+#include "process_image.h"
 #include "rank_identity.h"
 #include "slurm_export.h"
 #include "source.h"
@@ -307,6 +308,9 @@ void finish() {
   g_capture.store(nullptr, std::memory_order_release);
 }
 
+// Runs the application's own disposition, as the kernel would have without laggard. The kernel
+// already applied the application's sa_mask, SA_NODEFER and SA_RESETHAND on the way in: laggard's
+// handler is installed with the application's flags and mask (install_signal_handlers).
 void chain_signal(int sig, siginfo_t* info, void* ctx) {
   const struct sigaction& old = g_old_actions[sig];
   if (old.sa_flags & SA_SIGINFO) {
@@ -326,6 +330,10 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
   Runtime* rt = g_rt;
   if (rt && g_state.load() == 1 && !g_forked_child.load() && !rt->stop.load()) {
     // Only async-signal-safe work here: the flush thread writes, this thread waits briefly.
+    // The wait is bounded (LAGGARD_EXIT_WAIT_S in total): this thread may have been interrupted
+    // holding a lock the flush thread then needs (a malloc arena, the loader lock, a thread's
+    // first-NVTX-call registration), and the flush cannot finish until the handler returns.
+    // Then the final flush is lost, never the application's signal.
     rt->pending_signal.store(sig);
     uint64_t req = rt->flush_requested.fetch_add(1) + 1;
     wake(*rt);
@@ -337,16 +345,27 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
   errno = saved_errno;
 }
 
+// For an application handler without SA_SIGINFO: laggard's then has the very same flags, so even
+// sigaction() after an SA_RESETHAND delivery reads what it would without laggard.
+void on_signal_plain(int sig) { on_signal(sig, nullptr, nullptr); }
+
 void install_signal_handlers() {
   for (int sig : kSignals) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) != 0) continue;
     if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;  // app ignores it
     g_old_actions[sig] = old;
+    // The application's mask and flags (SA_RESETHAND, SA_NODEFER, SA_RESTART, SA_ONSTACK): the
+    // kernel then resets, blocks, restarts and switches stacks exactly as it would for the
+    // application's handler, and chain_signal calls that handler in the state it expects.
+    // The default action (SIG_DFL) keeps SA_RESTART: the process dies right after the flush.
     struct sigaction sa {};
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    sa.sa_mask = old.sa_mask;
+    bool app_handler = (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL;
+    sa.sa_flags = app_handler ? old.sa_flags & (SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_RESTART | SA_ONSTACK)
+                              : SA_SIGINFO | SA_RESTART;
+    if (sa.sa_flags & SA_SIGINFO) sa.sa_sigaction = on_signal;
+    else sa.sa_handler = on_signal_plain;
     sigaction(sig, &sa, nullptr);
   }
 }
@@ -356,6 +375,7 @@ void on_fork_child() {
   // write that rank's files. The flush thread does not exist here anyway.
   g_forked_child.store(true);
   g_capture.store(nullptr, std::memory_order_release);
+  forget_descriptors_after_fork();  // the parent's run directory and segment are not the child's
   for (const SourceHooks& src : sources())
     if (src.on_fork_child) src.on_fork_child();
 }
@@ -403,6 +423,9 @@ void activate() {
   fi.host = rt.host;
   fi.pid = static_cast<long>(getpid());
   fi.ppid = static_cast<long>(getppid());
+  ProcessImage image = this_process_image(env);
+  fi.image = image.id;
+  fi.started_ticks = image.started_ticks;
   fi.process_start_ns = start_mono + offset;
   fi.epoch_offset_ns = offset;
   fi.flush_s = rt.cfg.flush_s;

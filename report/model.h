@@ -217,6 +217,8 @@ struct RankData {
   std::string host;
   long pid = 0;
   long ppid = 0;       // parent process (schema v4; 0: unknown)
+  std::string image;   // the process image (issue 24; "" in older files): one pid, many images
+  uint64_t started_ticks = 0;  // the kernel's start time of the process: equal across its exec()s
   std::string run_id;
   int64_t process_start_ns = 0;
   int64_t data_end_ns = 0;

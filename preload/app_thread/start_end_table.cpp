@@ -5,25 +5,39 @@ namespace laggard {
 StartEndTable::StartEndTable(size_t slots_pow2)
     : slots_(new Slot[slots_pow2]), mask_(slots_pow2 - 1) {}
 
-uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block, uint32_t epoch) {
-  uint64_t id;
-  if (block) {
-    if (block->next == block->end) {
-      block->next = next_id_.fetch_add(kIdBlock, std::memory_order_relaxed);
-      block->end = block->next + kIdBlock;
-    }
-    id = block->next++;
-  } else {
-    id = next_id_.fetch_add(1, std::memory_order_relaxed);
+uint64_t StartEndTable::take_id(IdBlock* block) {
+  if (!block) return next_id_.fetch_add(1, std::memory_order_relaxed);
+  if (block->next == block->end) {
+    block->next = next_id_.fetch_add(kIdBlock, std::memory_order_relaxed);
+    block->end = block->next + kIdBlock;
   }
-  Slot& s = slots_[id & mask_];
-  uint64_t prev = s.id.exchange(kBusy, std::memory_order_acquire);
-  if (prev != 0 && prev != kBusy) evicted_.fetch_add(1, std::memory_order_relaxed);
-  s.name.store(name, std::memory_order_relaxed);
-  s.start_ns.store(now_ns, std::memory_order_relaxed);
-  s.tid.store(tid, std::memory_order_relaxed);
-  s.epoch.store(epoch, std::memory_order_relaxed);
-  s.id.store(id, std::memory_order_release);
+  return block->next++;
+}
+
+uint64_t StartEndTable::start(const NameEntry* name, int64_t now_ns, uint32_t tid, IdBlock* block, uint32_t epoch) {
+  // Ids need only be unique, so an id whose slot still holds an open range is skipped rather
+  // than evicting that range: a range open for long (an epoch) while other threads start and
+  // end millions of ranges keeps its slot. Only a table so full that kMaxProbes ids in a row
+  // land on open ranges evicts one (counted), bounding the work of this call.
+  uint64_t id = 0;
+  Slot* s = nullptr;
+  for (int probe = 0; probe < kMaxProbes; ++probe) {
+    id = take_id(block);
+    s = &slots_[id & mask_];
+    uint64_t free = 0;
+    if (s->id.compare_exchange_strong(free, kBusy, std::memory_order_acquire)) break;
+    s = nullptr;
+  }
+  if (!s) {
+    s = &slots_[id & mask_];
+    uint64_t prev = s->id.exchange(kBusy, std::memory_order_acquire);
+    if (prev != 0 && prev != kBusy) evicted_.fetch_add(1, std::memory_order_relaxed);
+  }
+  s->name.store(name, std::memory_order_relaxed);
+  s->start_ns.store(now_ns, std::memory_order_relaxed);
+  s->tid.store(tid, std::memory_order_relaxed);
+  s->epoch.store(epoch, std::memory_order_relaxed);
+  s->id.store(id, std::memory_order_release);
   return id;
 }
 

@@ -1,6 +1,7 @@
 // Open nvtxRangeStart/End ranges, which may end on another thread. A fixed table indexed by
-// the range id: lock-free, no allocation. Ids are never reused; a slot reused while its range
-// is still open evicts that range (counted).
+// the range id: lock-free, no allocation. Ids are never reused; an id whose slot is taken by a
+// range still open is skipped (issue 24: 16 threads with at most 16 ranges open saw false
+// evictions), and only a table with kMaxProbes taken slots in a row evicts a range (counted).
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@ struct IdBlock {
 class StartEndTable {
  public:
   static constexpr uint64_t kIdBlock = 256;
+  static constexpr int kMaxProbes = 64;
 
   explicit StartEndTable(size_t slots_pow2 = 1u << 14);
 
@@ -40,6 +42,7 @@ class StartEndTable {
 
  private:
   static constexpr uint64_t kBusy = ~0ull;
+  uint64_t take_id(IdBlock* block);
   struct Slot {
     std::atomic<uint64_t> id{0};  // 0 free, kBusy being written, else the open range's id
     // Relaxed atomics: the id's acquire/release orders them; atomics keep torn reads defined.

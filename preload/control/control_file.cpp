@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "safe_write.h"
+
 namespace laggard {
 namespace {
 
@@ -95,8 +97,13 @@ ControlParse parse_control(std::string_view text) {
 
 ControlRead read_control_file(const std::string& run_dir) {
   ControlRead out;
-  Fd dir{::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
-  if (dir.fd < 0) {
+  // The writer's long-lived run directory descriptor when it has one (issue 24: laggard's
+  // descriptors are few and long-lived); never one of the application's last descriptors.
+  BorrowedRunDir kept_dir(run_dir);
+  if (!fd_room(kept_dir.fd() >= 0 ? 1 : 2)) return out;  // read again at the next poll
+  Fd dir{kept_dir.fd() >= 0 ? -1 : ::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  const int dir_fd = kept_dir.fd() >= 0 ? kept_dir.fd() : dir.fd;
+  if (dir_fd < 0) {
     // A missing or unusable directory is the writer's to report (once); only a run directory
     // planted as a symlink is refused here.
     struct stat link;
@@ -106,7 +113,7 @@ ControlRead read_control_file(const std::string& run_dir) {
     return out;
   }
   // O_NONBLOCK: a FIFO planted under the name must not block the flush thread in open().
-  Fd file{::openat(dir.fd, kControlFileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  Fd file{::openat(dir_fd, kControlFileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
   if (file.fd < 0) {
     if (errno == ENOENT) return out;
     out.status = ControlRead::Status::refused;

@@ -1,5 +1,8 @@
 // Minimal streaming JSON writer for the flush thread: no DOM, one growing string.
-// Strings must already be valid UTF-8 (names are sanitized when interned).
+// Every string comes out valid UTF-8 whatever it held (issue 24: a host name, run id, path or
+// thread name from the system need not be UTF-8, and one invalid byte made a whole rank file
+// unreadable): a byte that does not start a valid sequence is written as the four characters
+// \xNN, so distinct inputs stay distinct and readable. Section names are sanitized earlier.
 #pragma once
 
 #include <charconv>
@@ -63,16 +66,35 @@ class JsonOut {
   void quote(std::string_view v) {
     static const char* hex = "0123456789abcdef";
     s_ += '"';
-    for (char c : v) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      char c = v[i];
       unsigned char u = static_cast<unsigned char>(c);
       if (c == '"' || c == '\\') { s_ += '\\'; s_ += c; }
       else if (c == '\n') s_ += "\\n";
       else if (c == '\t') s_ += "\\t";
       else if (c == '\r') s_ += "\\r";
       else if (u < 0x20) { s_ += "\\u00"; s_ += hex[u >> 4]; s_ += hex[u & 15]; }
-      else s_ += c;
+      else if (u < 0x80) s_ += c;
+      else if (size_t len = utf8_sequence_length(v, i)) { s_.append(v.substr(i, len)); i += len - 1; }
+      else { s_ += "\\\\x"; s_ += hex[u >> 4]; s_ += hex[u & 15]; }
     }
     s_ += '"';
+  }
+
+  // Bytes of the valid UTF-8 sequence starting at v[i] (no overlong forms, surrogates or
+  // code points past U+10FFFF), or 0.
+  static size_t utf8_sequence_length(std::string_view v, size_t i) {
+    unsigned char c = static_cast<unsigned char>(v[i]);
+    size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > v.size()) return 0;
+    uint32_t cp = c & (0xff >> (len + 1));
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char b = static_cast<unsigned char>(v[i + k]);
+      if ((b & 0xc0) != 0x80) return 0;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    return cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) ? len : 0;
   }
 
   std::string& s_;

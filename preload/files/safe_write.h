@@ -17,6 +17,14 @@
 //
 // Modes: directories are created 0755 and files 0644, both reduced by the process umask (a
 // umask of 077 gives 0700/0600); nothing is made writable by others.
+//
+// Descriptors (issue 24): laggard's are few, high and long-lived, and never the application's
+// last. The run directory and the binary segment being appended stay open between flushes, moved
+// above the application's range (F_DUPFD_CLOEXEC at min(1024, RLIMIT_NOFILE - 8)); before each
+// use they are checked to still be laggard's (same device and inode, close-on-exec set), so an
+// application that closes or dup2()s over them is noticed, not written through. A descriptor is
+// opened only while at least kFdReserve more stay free below RLIMIT_NOFILE for the application;
+// otherwise the write waits in memory for a later flush, as for a failing file system.
 #pragma once
 
 #include <sys/types.h>
@@ -38,9 +46,37 @@ struct DirIdentity {
 // the user's own choice of where LAGGARD_OUT lives. Returns "" or an error naming the path.
 std::string make_dirs(const std::string& path);
 
-// An open, verified run directory; closes its descriptor when it goes. Opened per flush and
-// closed right after, so the library holds no descriptor the application could close or
-// reuse between flushes.
+// Descriptors laggard leaves free for the application whatever it writes.
+constexpr int kFdReserve = 2;
+
+// Whether laggard may open `take` more descriptors now: at least take + kFdReserve are free
+// below RLIMIT_NOFILE (always true for a limit above 65536, where counting would cost more than
+// it could save). Each check costs one fcntl per descriptor looked at.
+bool fd_room(int take);
+
+// fd moved above the application's usual range (close-on-exec); fd itself when it cannot be.
+int move_fd_high(int fd);
+
+// The run directory's long-lived descriptor, borrowed while this object lives, if a RunDirFd has
+// opened `path` and it still is that directory (else fd() is -1). For readers beside the writer
+// (control/): they need no descriptor of their own. Never close fd().
+class BorrowedRunDir {
+ public:
+  explicit BorrowedRunDir(const std::string& path);
+  ~BorrowedRunDir();
+  BorrowedRunDir(const BorrowedRunDir&) = delete;
+  BorrowedRunDir& operator=(const BorrowedRunDir&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// In a forked child (one thread, inert): closes laggard's long-lived descriptors without
+// taking any lock a parent's thread may have held at fork.
+void forget_descriptors_after_fork();
+
+// A verified run directory, opened once per process and kept (see "Descriptors" above).
 class RunDirFd {
  public:
   // Creates `path` (and its parents) when missing, then opens and verifies it: a directory,
@@ -48,7 +84,7 @@ class RunDirFd {
   // (`created_earlier`; root on a root-squashed NFS owns nothing it creates). `error()` says
   // why not when that failed.
   explicit RunDirFd(const std::string& path, const DirIdentity& created_earlier = {});
-  ~RunDirFd();
+  ~RunDirFd();  // the kept descriptor stays open for the next write
   RunDirFd(const RunDirFd&) = delete;
   RunDirFd& operator=(const RunDirFd&) = delete;
 
@@ -66,9 +102,10 @@ class RunDirFd {
 
   // Appends `data` to `name` whole or not at all (schema v5 segments). `fresh`: the first
   // append this process makes to `name`: whatever sits there is unlinked and a new file created
-  // (O_EXCL|O_NOFOLLOW), as for temp files. Later appends open it O_APPEND|O_NOFOLLOW and refuse
-  // anything but a regular file; a failed or short write is cut off again (ftruncate), so the
-  // file stays a sequence of whole frames. Returns "" or an error.
+  // (O_EXCL|O_NOFOLLOW), as for temp files. Later appends reuse that descriptor while the name
+  // still leads to the same file, else open it O_APPEND|O_NOFOLLOW and refuse anything but a
+  // regular file; a failed or short write is cut off again (ftruncate), so the file stays a
+  // sequence of whole frames. Returns "" or an error.
   std::string append_whole(const std::string& name, const std::string& data, bool fresh,
                            Durability durability = Durability::cached) const;
 
@@ -78,6 +115,7 @@ class RunDirFd {
 
  private:
   int fd_ = -1;
+  bool owned_ = false;  // not the kept run directory: closed with this object
   bool created_ = false;
   DirIdentity identity_;
   std::string path_, error_;

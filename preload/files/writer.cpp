@@ -9,6 +9,7 @@
 #include "gpu_health_json.h"
 #include "json_out.h"
 #include "nccl_json.h"
+#include "process_image.h"
 #include "safe_write.h"
 
 namespace laggard {
@@ -104,10 +105,9 @@ SegmentWriter::SegmentWriter(std::string run_dir, FileInfo info, int windows_per
       max_unwritten_bytes_(max_unwritten_bytes) {}
 
 std::string SegmentWriter::file_name(int segment) const {
-  char name[96];
-  std::snprintf(name, sizeof name, "rank%05d-%ld-seg%04d.%s", info_.rank, info_.pid, segment,
-                format_ == FileFormat::binary ? "lgr" : "json");
-  return name;
+  char tail[32];
+  std::snprintf(tail, sizeof tail, "-seg%04d.%s", segment, format_ == FileFormat::binary ? "lgr" : "json");
+  return rank_file_stem(info_.rank, info_.pid, info_.image) + tail;
 }
 
 std::string SegmentWriter::current_path() const {
@@ -132,8 +132,9 @@ std::string SegmentWriter::render_header(int segment, const DropCounters& totals
   j.field("rank_source", info_.rank_source)
       .field("host", info_.host)
       .field("pid", info_.pid)
-      .field("ppid", info_.ppid)
-      .field("segment", segment)
+      .field("ppid", info_.ppid);
+  if (!info_.image.empty()) j.field("image", info_.image).field("started_ticks", info_.started_ticks);
+  j.field("segment", segment)
       .field("windows_lost", windows_lost_)
       .field("process_start_ns", info_.process_start_ns)
       .field("data_end_ns", last_end_ns)

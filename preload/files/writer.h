@@ -36,6 +36,12 @@ struct FileInfo {
   std::string host;
   long pid = 0;
   long ppid = 0;                 // parent process: tells an exec'd child from the rank (schema v4)
+  // This process image (issue 24): 8 random hex digits, new in every process and at every exec,
+  // so two images with one pid (a rank that exec()s itself, a pid reused in another PID
+  // namespace) never share a file name and the reader never merges them. "" in older files.
+  std::string image;
+  uint64_t started_ticks = 0;    // the kernel's start time of the process (/proc/self/stat field
+                                 // 22): the same in every image that one process exec()s
   int64_t process_start_ns = 0;  // epoch ns when laggard started in this process
   int64_t epoch_offset_ns = 0;   // CLOCK_REALTIME - CLOCK_MONOTONIC
   double flush_s = 0;

@@ -28,6 +28,7 @@ void render_collective(JsonOut& j, const CollectiveState& c) {
 
 void render_thread(JsonOut& j, const ThreadReport& t) {
   j.begin_object().field("tid", t.tid).field("name", t.name).field("main", t.main).field("status", t.status);
+  if (!t.method.empty()) j.field("method", t.method);
   j.key("frames").begin_array();
   for (const StackFrame& f : t.frames) {
     j.begin_object().field("pc", f.pc).field("module", f.module).field("module_base", f.module_base);
@@ -55,8 +56,9 @@ std::string render_hang_report(const HangReport& r) {
   j.key("world_size");
   if (r.world_size > 0) j.value(r.world_size); else j.null();
   j.field("host", r.host)
-      .field("pid", r.pid)
-      .field("index", r.index)
+      .field("pid", r.pid);
+  if (!r.image.empty()) j.field("image", r.image);
+  j.field("index", r.index)
       .field("written_ns", r.written_ns)
       .field("last_progress_ns", r.last_progress_ns)
       .field("hang_s", r.hang_s)
@@ -80,9 +82,10 @@ std::string render_hang_report(const HangReport& r) {
   return s;
 }
 
-std::string hang_report_name(int rank, long pid, int index) {
-  char name[96];
-  std::snprintf(name, sizeof name, "hang-rank%05d-%ld-%04d.json", rank, pid, index);
+std::string hang_report_name(int rank, long pid, const std::string& image, int index) {
+  char name[128];
+  if (image.empty()) std::snprintf(name, sizeof name, "hang-rank%05d-%ld-%04d.json", rank, pid, index);
+  else std::snprintf(name, sizeof name, "hang-rank%05d-%ld-%.16s-%04d.json", rank, pid, image.c_str(), index);
   return name;
 }
 

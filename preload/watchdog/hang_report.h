@@ -27,9 +27,13 @@ struct ThreadReport {
   uint32_t tid = 0;
   std::string name;          // /proc/self/task/TID/comm
   bool main = false;         // tid == pid
-  // "captured"; "blocked" (the thread blocks the signal); "timeout" (no answer in time);
-  // "watchdog" (laggard's own thread); "no_unwinder" (libunwind missing); "no_signal" (none free).
+  // "captured"; "blocked" (running with the signal blocked); "timeout" (no answer in time);
+  // "watchdog" (laggard's own thread); "no_unwinder" (libunwind missing); "no_signal" (none free);
+  // "gone" (exited meanwhile).
   std::string status;
+  // How it was read (schema v5, issue 24): "in_place" (blocked in the kernel: read without a
+  // signal), "signal" (running: interrupted once), "" (not read).
+  std::string method;
   std::vector<StackFrame> frames;       // innermost first
   std::vector<OpenSection> sections;    // NVTX push/pop ranges open, outermost first
 };
@@ -58,6 +62,7 @@ struct HangReport {
   int rank = -1, local_rank = -1, world_size = -1;
   std::string host;
   long pid = 0;
+  std::string image;               // this process image's identity (see FileInfo::image)
   int index = 0;                   // 0 for the first report of this process, then 1, 2, ...
   int64_t written_ns = 0;          // epoch
   int64_t last_progress_ns = 0;    // epoch: the last NVTX range entry/exit or collective event
@@ -71,7 +76,7 @@ struct HangReport {
 
 std::string render_hang_report(const HangReport& r);
 
-// "hang-rank00003-<pid>-0002.json"
-std::string hang_report_name(int rank, long pid, int index);
+// "hang-rank00003-<pid>-<image>-0002.json" ("hang-rank00003-<pid>-0002.json" without an image)
+std::string hang_report_name(int rank, long pid, const std::string& image, int index);
 
 }  // namespace laggard

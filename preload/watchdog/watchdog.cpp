@@ -22,6 +22,7 @@
 #include "name_table.h"
 #include "thread_registry.h"
 #include "safe_write.h"
+#include "thread_probe.h"
 #include "writer.h"
 
 namespace laggard::watch {
@@ -53,11 +54,10 @@ std::vector<uint32_t> list_threads() {
 }
 
 std::string thread_name(uint32_t tid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%u/comm", tid);
-  std::ifstream in(path);
-  std::string name;
-  std::getline(in, name);
+  char buf[64];
+  if (!read_task_file(tid, "comm", buf, sizeof buf)) return "";
+  std::string name(buf);
+  if (!name.empty() && name.back() == '\n') name.pop_back();
   return sanitize_utf8(name);
 }
 
@@ -111,20 +111,39 @@ Watchdog::Watchdog(const HangConfig& cfg, RankInfo rank, int64_t start_mono_ns)
       rank_(std::move(rank)),
       clock_(static_cast<int64_t>(cfg.hang_s * 1e9), static_cast<int64_t>(cfg.repeat_s * 1e9), start_mono_ns) {}
 
-void Watchdog::tick(int64_t now) {
+void Watchdog::tick(int64_t now, const std::atomic<bool>* stop) {
   if (!clock_.due(total_progress(), now)) return;
-  HangReport r = build_report(now);
+  // A report reads /proc (two descriptors at a time) and writes a file: never with the
+  // application's last descriptors (issue 24).
+  if (!fd_room(3)) {
+    log_warn("hang watchdog: no report now, the application is at its file descriptor limit");
+    return;
+  }
+  HangReport r = build_report(now, stop);
+  if (stop && stop->load()) return;
+  // Written first with addresses only: naming takes the loader lock, which a hung thread may
+  // hold for good; the report must exist even then.
   std::string err = write(r);
-  if (!err.empty()) log_warn("hang watchdog: %s", err.c_str());
-  else log_warn("no progress for %.1f s: hang report %s written", (now - clock_.last_progress_mono()) / 1e9,
-                hang_report_name(rank_.rank, rank_.pid, r.index).c_str());
+  if (!err.empty()) {
+    log_warn("hang watchdog: %s", err.c_str());
+    return;
+  }
+  next_index();
+  log_warn("no progress for %.1f s: hang report %s written", (now - clock_.last_progress_mono()) / 1e9,
+           hang_report_name(rank_.rank, rank_.pid, rank_.image, r.index).c_str());
+  if (stop && stop->load()) return;
+  name_frames(r);
+  if (!(stop && stop->load())) (void)write(r);
 }
 
-HangReport Watchdog::build_report(int64_t now) {
-  if (!armed_) {
-    sampler_.arm(cfg_.signal, rank_.epoch_offset_ns, cfg_.unwinder);
-    armed_ = true;
-  }
+void Watchdog::arm() {
+  if (armed_) return;
+  sampler_.arm(cfg_.signal, rank_.epoch_offset_ns, cfg_.unwinder);
+  armed_ = true;
+}
+
+HangReport Watchdog::build_report(int64_t now, const std::atomic<bool>* stop) {
+  arm();
   HangReport r;
   r.run_id = rank_.run_id;
   r.rank = rank_.rank;
@@ -132,14 +151,17 @@ HangReport Watchdog::build_report(int64_t now) {
   r.world_size = rank_.world_size;
   r.host = rank_.host;
   r.pid = rank_.pid;
+  r.image = rank_.image;
   r.index = written_;
   r.written_ns = now + rank_.epoch_offset_ns;
   r.last_progress_ns = clock_.last_progress_mono() + rank_.epoch_offset_ns;
   r.hang_s = cfg_.hang_s;
   r.unwinder = sampler_.unwinder();
-  r.python = python_note(rank_.pid);
+  r.python = rank_.python;
+  sampler_.begin_report();
   const uint32_t self = static_cast<uint32_t>(::syscall(SYS_gettid));
   for (uint32_t tid : list_threads()) {
+    if (stop && stop->load()) break;
     ThreadReport t;
     t.tid = tid;
     t.name = thread_name(tid);
@@ -153,18 +175,18 @@ HangReport Watchdog::build_report(int64_t now) {
   return r;
 }
 
+void Watchdog::name_frames(HangReport& r) {
+  for (ThreadReport& t : r.threads) sampler_.name_frames(t.frames);
+}
+
 // Through the one safe-write path (files/safe_write.h): the run directory verified, the temp file
 // created O_EXCL|O_NOFOLLOW beside it, renamed, and synced: a hang report is often the last thing
 // a job leaves before it is killed.
 std::string Watchdog::write(const HangReport& r) {
   RunDirFd dir(rank_.run_dir);
   if (!dir.ok()) return dir.error();
-  if (std::string err = dir.write_atomically(hang_report_name(r.rank, r.pid, r.index), render_hang_report(r),
-                                             Durability::synced);
-      !err.empty())
-    return err;
-  ++written_;
-  return "";
+  return dir.write_atomically(hang_report_name(r.rank, r.pid, r.image, r.index), render_hang_report(r),
+                              Durability::synced);
 }
 
 }  // namespace laggard::watch

@@ -1,16 +1,19 @@
-// ROOM watchdog/ -- hang reports. watchdog.cpp runs on the flush thread; stack_sampler.cpp
-// holds a SIGNAL HANDLER that runs on an application thread interrupted at any instruction
-// (inside malloc, holding the loader lock, mid-fork): only async-signal-safe calls there
-// (signal-safety(7)): no allocation, no locks, no dlopen/dl_iterate_phdr, nothing that may take
-// a lock the interrupted thread could hold. Reports are written through files/safe_write.h.
+// ROOM watchdog/ -- hang reports. watchdog.cpp runs on the watchdog's OWN thread
+// (watchdog_source.cpp), never on the flush thread, so a CUPTI, NVML or file-system call that
+// blocks the flush thread cannot keep a hang report from being written. stack_copy.cpp holds
+// what runs in a SIGNAL HANDLER on an application thread interrupted at any instruction (inside
+// malloc, holding the loader lock, mid-fork): only async-signal-safe calls there
+// (signal-safety(7)): register and stack copies, raw system calls; no allocation, no locks, no
+// unwinding, no dlopen/dl_iterate_phdr. Reports are written through files/safe_write.h.
 //
 // The hang watchdog: when no thread of this rank has entered or left an NVTX range and no
 // collective has started or completed for LAGGARD_HANG_S seconds, write a hang report (every
 // thread's native stack, open NVTX sections, NCCL collectives in flight) into the run
-// directory, again at most every LAGGARD_HANG_REPEAT_S while the stall lasts. Runs on the flush
-// thread; off unless LAGGARD_HANG_S is set.
+// directory, again at most every LAGGARD_HANG_REPEAT_S while the stall lasts. Off unless
+// LAGGARD_HANG_S is set. docs/hang-watchdog.md explains the design.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,6 +61,8 @@ struct RankInfo {
   std::string run_dir, run_id, host;
   int rank = -1, local_rank = -1, world_size = -1;
   long pid = 0;
+  std::string image;             // this process image's identity (FileInfo::image)
+  std::string python;            // python_note(pid), taken at activation (dlsym takes the loader lock)
   int64_t epoch_offset_ns = 0;
 };
 
@@ -65,13 +70,21 @@ class Watchdog {
  public:
   Watchdog(const HangConfig& cfg, RankInfo rank, int64_t start_mono_ns);
 
-  // Flush thread, every tick.
-  void tick(int64_t now_mono_ns);
+  // Loads the unwinder and installs the signal handler. The watchdog thread does it when it
+  // starts, while nothing is hung: dlopen takes the loader lock a hung thread may hold later.
+  void arm();
 
-  // Builds a report of the process now (every thread but the calling one is signalled).
-  HangReport build_report(int64_t now_mono_ns);
-  // Writes it into the run directory; returns "" or an error.
+  // The watchdog thread, every tick. `stop`: the process is exiting; checked between threads.
+  void tick(int64_t now_mono_ns, const std::atomic<bool>* stop = nullptr);
+
+  // Builds a report of the process now: every thread but the calling one, frames unnamed.
+  HangReport build_report(int64_t now_mono_ns, const std::atomic<bool>* stop = nullptr);
+  // Names the report's frames (may wait for the loader lock: after a first write).
+  void name_frames(HangReport& r);
+  // Writes it into the run directory (again: the same file is replaced); returns "" or an error.
   std::string write(const HangReport& r);
+  // After a report is complete: the next one gets the next index.
+  void next_index() { ++written_; }
 
  private:
   HangConfig cfg_;

@@ -1,8 +1,9 @@
 #include "cut.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <climits>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -53,14 +54,16 @@ std::pair<int, int> parse_step_range(const std::string& text) {
 
 RunModel apply_cut(const RunModel& model, const Cut& cut) {
   if (cut.ranks.empty() && cut.hosts.empty() && cut.sections.empty()) return model;
-  std::optional<std::regex> re;
+  // RE2 (linear time, no recursion), as LAGGARD_SECTIONS at capture: std::regex on section
+  // names from files could take exponential time or overflow the stack (issue 24).
+  std::optional<RE2> re;
   if (!cut.sections.empty()) {
-    try {
-      re.emplace(cut.sections, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw std::invalid_argument("bad section regex '" + cut.sections + "': " + e.what());
-    }
+    RE2::Options options;
+    options.set_log_errors(false);
+    re.emplace(cut.sections, options);
+    if (!re->ok()) throw std::invalid_argument("bad section regex '" + cut.sections + "': " + re->error());
   }
+  auto keep = [&](const std::string& name) { return RE2::PartialMatch(name, *re); };
   RunModel out = model;
   out.ranks.clear();
   for (const RankData& r : model.ranks) {
@@ -69,15 +72,15 @@ RunModel apply_cut(const RunModel& model, const Cut& cut) {
     RankData copy = r;
     if (re) {
       for (CaptureWindow& w : copy.windows) {
-        std::erase_if(w.sections, [&](const SectionWindow& s) { return !std::regex_search(s.name, *re); });
+        std::erase_if(w.sections, [&](const SectionWindow& s) { return !keep(s.name); });
         std::erase_if(w.gpu, [&](const GpuActivity& a) {
-          return a.section == StringTable::kNone || !std::regex_search(model.strings.at(a.section), *re);
+          return a.section == StringTable::kNone || !keep(model.strings.at(a.section));
         });
         std::erase_if(w.gpu_spans, [&](const GpuSpan& a) {
-          return a.section == StringTable::kNone || !std::regex_search(model.strings.at(a.section), *re);
+          return a.section == StringTable::kNone || !keep(model.strings.at(a.section));
         });
         std::erase_if(w.kernel_stats, [&](const KernelWindowStats& k) {
-          return k.section == StringTable::kNone || !std::regex_search(model.strings.at(k.section), *re);
+          return k.section == StringTable::kNone || !keep(model.strings.at(k.section));
         });
       }
     }

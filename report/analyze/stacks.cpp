@@ -1,5 +1,9 @@
 #include "stacks.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 #include <cstdio>
@@ -18,6 +22,19 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// A module named in a hang report, opened only if it is a regular file: a name can lead anywhere
+// by the time the report is read (issue 24: a FIFO blocked open() and addr2line for good).
+// addr2line is then given this very file as /proc/self/fd/N, never the name again. -1: not one.
+int open_module(const std::string& path, unsigned char (&hdr)[18]) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::read(fd, hdr, sizeof hdr) == static_cast<ssize_t>(sizeof hdr))
+    return fd;
+  ::close(fd);
+  return -1;
+}
 
 bool is_hang_file(const fs::path& p) {
   std::string n = p.filename().string();
@@ -305,18 +322,28 @@ void symbolize_hangs(HangSet& set) {
       }
   for (auto& [module, frames] : by_module) {
     // ET_EXEC files are linked at their run-time address; others (PIE, .so) relative to the base.
-    std::ifstream elf(module, std::ios::binary);
     unsigned char hdr[18] = {};
-    if (!elf.read(reinterpret_cast<char*>(hdr), sizeof hdr) || hdr[0] != 0x7f || hdr[1] != 'E') continue;
+    int module_fd = open_module(module, hdr);
+    if (module_fd < 0) continue;
+    if (hdr[0] != 0x7f || hdr[1] != 'E') {
+      ::close(module_fd);
+      continue;
+    }
     bool exec = hdr[16] == 2;  // e_type == ET_EXEC (little endian)
-    std::vector<std::string> argv = {"addr2line", "-e", module};
+    // -f: function names too, for frames the report could not name in-process (a report
+    // written before the watchdog named its frames).
+    std::vector<std::string> argv = {"addr2line", "-f", "-C", "-e", fmt::format("/proc/self/fd/{}", module_fd)};
     for (auto& [f, pc] : frames) argv.push_back(fmt::format("0x{:x}", exec ? pc : pc - f->module_base));
+    fcntl(module_fd, F_SETFD, 0);  // addr2line reads the file through this descriptor
     std::string text;
-    if (run_program(argv, &text) != 0) continue;  // no addr2line here: names stay
+    int status = run_program(argv, &text);
+    ::close(module_fd);
+    if (status != 0) continue;  // no addr2line here: names stay
     std::istringstream lines(text);
-    std::string line;
+    std::string function, line;
     for (auto& [f, pc] : frames) {
-      if (!std::getline(lines, line)) break;
+      if (!std::getline(lines, function) || !std::getline(lines, line)) break;
+      if (f->symbol.empty() && function != "??") f->symbol = function;
       size_t colon = line.rfind(':');
       if (line.rfind("??", 0) == 0 || colon == std::string::npos) continue;
       int n = std::atoi(line.c_str() + colon + 1);

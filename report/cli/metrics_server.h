@@ -1,8 +1,11 @@
 // The tiny HTTP/1.1 server behind `laggard watch --serve HOST:PORT`: GET (or HEAD) /metrics answers
 // the newest published text, any other path 404, any other method 405. It runs in the CLI process
-// (never inside the job), on its own threads: one accepts, a few answer, so concurrent scrapes do
-// not wait for each other. Every request is bounded (8 KiB of head, 5 s to send it) and every
-// answer closes the connection, so a slow or hostile client holds one worker for 5 s at most.
+// (never inside the job), on one thread of its own that polls every connection without blocking
+// on any: a client that trickles its request or reads the answer slowly costs a buffer, never a
+// thread, so it cannot delay anyone else's scrape. Every exchange is bounded as a whole (8 KiB of
+// head; kRequestDeadlineMs from accept to the last byte of the answer, then it is closed) and at
+// most kMaxConnections are open: past that the one waiting longest is closed (issue 24: four
+// trickling or 200 idle connections made every scrape fail).
 //
 // Hand-written on POSIX sockets rather than Debian's cpp-httplib: Debian builds that as a shared
 // library (libcpp-httplib.so.0.11, pulling libssl and libbrotli) that the GPU machines the CLI is
@@ -10,8 +13,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,10 +32,12 @@ Endpoint parse_endpoint(const std::string& text);
 class MetricsServer {
  public:
   static constexpr size_t kMaxRequestBytes = 8192;
-  static constexpr int kWorkers = 4;
+  static constexpr int64_t kRequestDeadlineMs = 5000;
+  static constexpr size_t kMaxConnections = 256;
 
   // Binds and listens; throws std::runtime_error with a message for the user.
-  MetricsServer(const Endpoint& where, std::string content_type);
+  // request_deadline_ms: how long one connection may take in all (tests shorten it).
+  MetricsServer(const Endpoint& where, std::string content_type, int64_t request_deadline_ms = kRequestDeadlineMs);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -43,24 +46,23 @@ class MetricsServer {
   std::string url() const;             // http://HOST:PORT/metrics, with the port actually bound
 
  private:
-  void accept_loop();
-  void worker_loop();
-  void answer(int fd);
+  struct Connection;
+  void serve();
+  void accept_new(std::vector<Connection>& conns);
+  bool read_request(Connection& c);
+  bool write_response(Connection& c);
+  std::string answer(const std::string& head, bool too_long);
 
   std::string content_type_;
+  int64_t deadline_ms_;
   std::string host_;
   int port_ = 0;
   int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};             // a byte here ends accept_loop
+  int wake_[2] = {-1, -1};             // a byte here ends serve()
   std::atomic<bool> stopping_{false};
   std::mutex body_mutex_;
   std::shared_ptr<const std::string> body_;
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<int> queue_;              // accepted connections waiting for a worker
-  std::vector<int> answering_;         // connections a worker holds (shut down on stop: no 5 s wait)
-  std::thread acceptor_;
-  std::vector<std::thread> workers_;
+  std::thread server_;
 };
 
 }  // namespace laggard::cli

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
+#include <string_view>
 #include <set>
 
 #include <fmt/format.h>
@@ -211,18 +211,22 @@ void launch_stats(const std::vector<Ev>& gpu, const StringTable& strings, const 
 
 std::string hta_kernel_type(const std::string& name) {
   // hta/common/types.py: CommunicateKernelGroupingPattern, MemoryKernelGroupingPattern,
-  // ComputeKernelGroupingPattern (inverse match), tested in that order with re.match (anchored).
-  static const std::regex comm(R"((^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*))");
-  static const std::regex memory(R"((^(hip)?Memcpy)|(^(hip)?Memset)|(^dma))");
-  static const std::regex not_compute(
-      R"((^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution))");
-  auto match = [&](const std::regex& re) {
-    return std::regex_search(name, re, std::regex_constants::match_continuous);
-  };
-  if (match(comm)) return "COMMUNICATION";
-  if (match(memory)) return "MEMORY";
-  if (!match(not_compute)) return "COMPUTATION";
-  return "OTHER";
+  // ComputeKernelGroupingPattern (inverse match), tested in that order with re.match (anchored),
+  // spelled out: std::regex recursed per character and overflowed the stack on kernel names of
+  // ~28,000 characters (issue 24). ".*X" under re.match is "X before the first newline".
+  const std::string_view n(name);
+  const std::string_view line = n.substr(0, n.find('\n'));
+  auto starts = [&](std::string_view p) { return n.substr(0, p.size()) == p; };
+  auto in_line = [&](std::string_view p) { return line.find(p) != std::string_view::npos; };
+  if (starts("nccl") || starts("hip") || starts("hccl") || in_line("ncclKernel")) return "COMMUNICATION";
+  if (starts("Memcpy") || starts("hipMemcpy") || starts("Memset") || starts("hipMemset") || starts("dma"))
+    return "MEMORY";
+  bool cuda_launch = starts("cuda") && line.substr(4).find("LaunchKernel") != std::string_view::npos;
+  bool not_compute = starts("nccl") || in_line("Memcpy") || in_line("Memset") || in_line("dma") || in_line("Sync") ||
+                     starts("Stream Wait Event") || cuda_launch || starts("runFunction") || starts("hip") ||
+                     starts("job_exe") || starts("packet") || starts("pe_exe") || starts("cpum_exe_subgraph") ||
+                     starts("hccl") || starts("collective_subgraph_execution");
+  return not_compute ? "OTHER" : "COMPUTATION";
 }
 
 HtaReport analyze_hta(const RunModel& model, const HtaOptions& opt) {

@@ -2,8 +2,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <regex>
+#include <strings.h>
+
+#include <charconv>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -15,6 +18,16 @@
 namespace laggard::report {
 namespace {
 
+// What one export may cost SQLite (issue 24: a 4 KB file whose NVTX_EVENTS was an endless
+// recursive view grew past 1 GB in 40 s). An export is data, not a program: only its tables are
+// read (never a view or a virtual table), its schema is not trusted to run functions, and a
+// statement past these limits stops with an error that says so.
+constexpr int64_t kMaxSqliteHeap = int64_t{1} << 30;
+constexpr int kMaxValueBytes = 64 << 20;
+
+// Called by SQLite every 10,000 virtual-machine steps: stops a statement over the heap limit.
+int over_budget(void*) { return sqlite3_memory_used() > kMaxSqliteHeap ? 1 : 0; }
+
 // RAII over a read-only connection.
 class Db {
  public:
@@ -25,6 +38,13 @@ class Db {
       sqlite3_close(db_);
       throw std::runtime_error("not an SQLite database (" + why + ")");
     }
+    sqlite3_hard_heap_limit64(kMaxSqliteHeap);
+    sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+    sqlite3_limit(db_, SQLITE_LIMIT_ATTACHED, 0);
+    sqlite3_limit(db_, SQLITE_LIMIT_TRIGGER_DEPTH, 1);
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_progress_handler(db_, 10000, over_budget, nullptr);
   }
   ~Db() { sqlite3_close(db_); }
   Db(const Db&) = delete;
@@ -51,6 +71,12 @@ class Stmt {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
+    if (rc == SQLITE_INTERRUPT || rc == SQLITE_NOMEM)
+      throw std::runtime_error(fmt::format("SQLite stopped: reading this file needed more than {} MiB of memory",
+                                           kMaxSqliteHeap >> 20));
+    if (rc == SQLITE_TOOBIG)
+      throw std::runtime_error(fmt::format("SQLite stopped: a value in this file is larger than {} MiB",
+                                           kMaxValueBytes >> 20));
     throw std::runtime_error(std::string("SQLite error: ") + sqlite3_errstr(rc));
   }
   bool null(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
@@ -64,10 +90,22 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-std::set<std::string> tables_of(const Db& db) {
+// The file's plain tables. A view or virtual table under a name laggard reads is refused: an
+// export has none, and a view can compute without end.
+std::set<std::string> tables_of(const Db& db, const std::vector<std::string>& wanted) {
   std::set<std::string> out;
-  Stmt s(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')");
-  while (s.step()) out.insert(s.text(0));
+  Stmt s(db, "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view')");
+  while (s.step()) {
+    std::string type = s.text(0), name = s.text(1), sql = s.text(2);
+    bool is_virtual = sql.compare(0, 14, "CREATE VIRTUAL") == 0;
+    if (type == "table" && !is_virtual) {
+      out.insert(name);
+    } else if (std::find(wanted.begin(), wanted.end(), name) != wanted.end()) {
+      throw std::runtime_error(fmt::format("'{}' is a {} in this file, not a table: an Nsight Systems export has "
+                                           "plain tables only, and laggard does not run views (one may never end)",
+                                           name, is_virtual ? "virtual table" : "view"));
+    }
+  }
   return out;
 }
 
@@ -107,10 +145,14 @@ class Strings {
   std::unordered_map<int64_t, std::string> by_id_;
 };
 
-// nsys names runtime calls with their ABI version: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
+// nsys names runtime calls with their ABI version: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel"
+// (the suffix _v\d+$, in plain code: std::regex overflowed the stack on 40,000 digits).
 std::string api_name(const std::string& name) {
-  static const std::regex version(R"(_v\d+$)");
-  return std::regex_replace(name, version, "");
+  size_t v = name.rfind("_v");
+  if (v == std::string::npos || v + 2 == name.size()) return name;
+  for (size_t i = v + 2; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return name;
+  return name.substr(0, v);
 }
 
 // A row's start and end (ns since the session start), when they are times: within
@@ -235,16 +277,20 @@ struct Reader {
 
 }  // namespace
 
+// The first "rank" (any case), an optional '-', '_' or '.', then digits: rank[-_.]?(\d+).
 int rank_from_file_name(const std::string& path) {
-  static const std::regex rank(R"(rank[-_.]?(\d+))", std::regex::icase);
   std::string name = std::filesystem::path(path).filename().string();
-  std::smatch m;
-  if (!std::regex_search(name, m, rank)) return -1;
-  try {
-    return std::stoi(m[1].str());
-  } catch (...) {
-    return -1;
+  auto digit = [&](size_t i) { return i < name.size() && name[i] >= '0' && name[i] <= '9'; };
+  for (size_t at = 0; at + 4 <= name.size(); ++at) {
+    if (strncasecmp(name.c_str() + at, "rank", 4) != 0) continue;
+    size_t i = at + 4;
+    if (!digit(i) && i < name.size() && (name[i] == '-' || name[i] == '_' || name[i] == '.') && digit(i + 1)) ++i;
+    if (!digit(i)) continue;
+    int rank = -1;
+    auto [end, ec] = std::from_chars(name.data() + i, name.data() + name.size(), rank);
+    return ec == std::errc() ? rank : -1;
   }
+  return -1;
 }
 
 void take_rank_from_option_or_name(ImportedRank& r, int option, const std::string& file) {
@@ -258,7 +304,10 @@ void take_rank_from_option_or_name(ImportedRank& r, int option, const std::strin
 
 ImportedRank import_nsys(const std::string& file, const NsysOptions& options) {
   Db db(file);
-  std::set<std::string> tables = tables_of(db);
+  std::set<std::string> tables =
+      tables_of(db, {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                     "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds", "TARGET_INFO_SESSION_START_TIME",
+                     "TARGET_INFO_GPU", "PROCESSES"});
   bool cuda = false;
   for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                         "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"})

@@ -6,7 +6,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <regex>
+#include <charconv>
+#include <string_view>
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
@@ -317,15 +318,20 @@ json drop_counts(uint64_t unmatched) {
 
 }  // namespace
 
+// HTA's ProfilerStepGroupingPattern, ^ProfilerStep\s*#\s*(\d+), in plain code: std::regex
+// recursed once per digit and overflowed the stack on a name with 40,000 digits (issue 24).
 int profiler_step_number(const std::string& name) {
-  static const std::regex step(R"(^ProfilerStep\s*#\s*(\d+))");  // HTA's ProfilerStepGroupingPattern
-  std::smatch m;
-  if (!std::regex_search(name, m, step)) return -1;
-  try {
-    return std::stoi(m[1].str());
-  } catch (...) {
-    return -1;
-  }
+  constexpr std::string_view kPrefix = "ProfilerStep";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  size_t i = kPrefix.size();
+  while (i < name.size() && is_space(name[i])) ++i;
+  if (i >= name.size() || name[i] != '#') return -1;
+  ++i;
+  while (i < name.size() && is_space(name[i])) ++i;
+  int step = -1;
+  auto [end, ec] = std::from_chars(name.data() + i, name.data() + name.size(), step);
+  return ec == std::errc() && end != name.data() + i && step >= 0 ? step : -1;
 }
 
 // As capture does: a launch from a thread with no open range (PyTorch's autograd threads launch

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -210,6 +211,8 @@ void read_header(const json& j, Segment& s) {
   soft(notes, [&] { s.process_start_ns = int_or(j, "process_start_ns", 0, values::kMaxTimeNs, 0); });
   soft(notes, [&] { s.data_end_ns = int_or(j, "data_end_ns", 0, values::kMaxTimeNs, 0); });
   s.ppid = static_cast<long>(int_or(j, "ppid", 0, INT64_MAX, 0));
+  s.image = get_or<std::string>(j, "image", "");
+  soft(notes, [&] { s.started_ticks = static_cast<uint64_t>(int_or(j, "started_ticks", 0, INT64_MAX, 0)); });
   soft(notes, [&] { s.windows_lost = values::count(j.value("windows_lost", json(0)), "windows_lost"); });
   s.final = get_or<bool>(j, "final", false);
   soft(notes, [&] { s.signal = static_cast<int>(int_or(j, "signal", 0, 128, 0)); });
@@ -515,35 +518,46 @@ void list_segment_notes(const std::vector<Segment>& segments, std::vector<Proble
   }
 }
 
+// Which process image wrote a segment: a rank's pid is not enough (an exec keeps it, another
+// PID namespace reuses it), so the image (issue 24) is part of the key; older files have none.
+struct ImageKey {
+  int rank;
+  long pid;
+  std::string image;
+  bool operator<(const ImageKey& o) const { return std::tie(rank, pid, image) < std::tie(o.rank, o.pid, o.image); }
+};
+
 // One run per directory: the run most files belong to (or the one asked for); files of another
-// run are set aside, never mixed in. Returns the run's segments by (rank, pid).
-std::map<std::pair<int, long>, std::vector<Segment*>> choose_run(RunModel& model, std::vector<Segment>& segments,
-                                                                 const ReadOptions& opts) {
+// run are set aside, never mixed in. Returns the run's segments by process image.
+std::map<ImageKey, std::vector<Segment*>> choose_run(RunModel& model, std::vector<Segment>& segments,
+                                                     const ReadOptions& opts) {
   std::map<std::string, int> run_votes;
   for (const auto& s : segments) ++run_votes[s.run_id];
   model.run_id = opts.run_id.empty() || !run_votes.count(opts.run_id)
                      ? std::max_element(run_votes.begin(), run_votes.end(),
                                         [](auto& a, auto& b) { return a.second < b.second; })->first
                      : opts.run_id;
-  std::map<std::pair<int, long>, std::vector<Segment*>> by_process;
+  std::map<ImageKey, std::vector<Segment*>> by_process;
   for (auto& s : segments) {
     if (s.run_id != model.run_id) {
       model.problems.push_back({"foreign_run", s.rank, s.path,
                                 "belongs to run '" + s.run_id + "', not '" + model.run_id + "'; ignored"});
       continue;
     }
-    by_process[{s.rank, s.pid}].push_back(&s);
+    by_process[{s.rank, s.pid, s.image}].push_back(&s);
   }
   return by_process;
 }
 
-// One process's segment files as one RankData: the newest file's header, every window once.
-RankData join_segments(int rank, long pid, std::vector<Segment*>& segs) {
+// One process image's segment files as one RankData: the newest file's header, every window once.
+RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
   std::sort(segs.begin(), segs.end(), [](Segment* a, Segment* b) { return a->segment < b->segment; });
   RankData r;
   const Segment& last = *segs.back();
-  r.rank = rank;
-  r.pid = pid;
+  r.rank = key.rank;
+  r.pid = key.pid;
+  r.image = key.image;
+  r.started_ticks = last.started_ticks;
   r.ppid = last.ppid;
   r.run_id = last.run_id;
   r.local_rank = last.local_rank;
@@ -629,7 +643,7 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
   list_segment_notes(segments, model.problems);
   std::map<int, std::vector<RankData>> by_rank;
   for (auto& [key, segs] : choose_run(model, segments, opts))
-    by_rank[key.first].push_back(join_segments(key.first, key.second, segs));
+    by_rank[key.rank].push_back(join_segments(key, segs));
   for (auto& [rank, procs] : by_rank) {
     choose_rank_process(procs, model.problems);
     model.ranks.push_back(std::move(procs.front()));

@@ -22,11 +22,23 @@ bool started_by_another_writer(const RankData& p, const std::vector<RankData>& p
   });
 }
 
+// "1234", or "1234 (image 0a1b2c3d)" when another file set of the same pid is listed too.
+std::string process_label(const RankData& p, const std::vector<RankData>& procs) {
+  bool shared_pid = std::count_if(procs.begin(), procs.end(), [&](const RankData& q) { return q.pid == p.pid; }) > 1;
+  return shared_pid && !p.image.empty() ? fmt::format("{} (image {})", p.pid, p.image) : std::to_string(p.pid);
+}
+
 std::string join_pids(const std::vector<RankData>& procs, bool children) {
   std::string out;
   for (const auto& p : procs)
-    if (started_by_another_writer(p, procs) == children) out += (out.empty() ? "" : ", ") + std::to_string(p.pid);
+    if (started_by_another_writer(p, procs) == children) out += (out.empty() ? "" : ", ") + process_label(p, procs);
   return out;
+}
+
+// Two images of one process: the same pid, host and kernel start time (an exec keeps all three).
+bool exec_images(const RankData& a, const RankData& b) {
+  return a.pid == b.pid && a.host == b.host && a.started_ticks != 0 && a.started_ticks == b.started_ticks &&
+         a.image != b.image;
 }
 
 // "3-7, 12" for the sorted missing indexes; at most `max_runs` runs, then "...".
@@ -55,6 +67,9 @@ void choose_rank_process(std::vector<RankData>& procs, std::vector<Problem>& pro
     if (!child[i] && (best == procs.size() || occurrence_count(procs[i]) > occurrence_count(procs[best]))) best = i;
   if (best == procs.size()) best = 0;  // a cycle of pids (reused across hosts' reboots): keep the first
   bool had_children = std::find(child.begin(), child.end(), true) != child.end();
+  bool execs = std::any_of(procs.begin(), procs.end(), [&](const RankData& p) {
+    return std::any_of(procs.begin(), procs.end(), [&](const RankData& q) { return exec_images(p, q); });
+  });
   int rank = procs[best].rank;
   std::string roots = join_pids(procs, false), children = join_pids(procs, true);
   std::string why = had_children
@@ -62,11 +77,12 @@ void choose_rank_process(std::vector<RankData>& procs, std::vector<Problem>& pro
                                       "(an exec'd child inheriting LD_PRELOAD and RANK) and are set aside",
                                       children)
                         : "which recorded the most";
+  if (execs) why += "; images of one pid are a process that exec()ed itself (its other images' files are kept, not merged)";
   std::string all = roots + (children.empty() ? "" : (roots.empty() ? "" : ", ") + children);
   std::rotate(procs.begin(), procs.begin() + static_cast<long>(best), procs.begin() + static_cast<long>(best) + 1);
   problems.push_back({"duplicate_rank", rank, "",
                       fmt::format("rank {} was written by {} processes (pids {}); using pid {}, {}", rank,
-                                  procs.size(), all, procs.front().pid, why)});
+                                  procs.size(), all, process_label(procs.front(), procs), why)});
 }
 
 void check_window_continuity(const RankData& rank, std::vector<Problem>& problems) {

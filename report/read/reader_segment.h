@@ -17,6 +17,8 @@ struct Segment {
   int rank = -1, local_rank = -1, world_size = -1, segment = 0;
   std::string host, nvtx_status, nccl_status;
   long pid = 0, ppid = 0;
+  std::string image;           // issue 24: which image of the process (files are grouped by it)
+  uint64_t started_ticks = 0;
   uint64_t windows_lost = 0;
   int64_t process_start_ns = 0, data_end_ns = 0;
   bool final = false;

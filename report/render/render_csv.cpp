@@ -209,7 +209,9 @@ std::string csv_text(std::string_view s) {
   // OWASP: a leading = + - @ tab or CR makes spreadsheets read a formula; NUL is on ASVS's list.
   if (!s.empty() && std::string_view("=+-@\t\r\0", 7).find(s.front()) != std::string_view::npos) cell += '\'';
   cell.append(s);
-  if (cell.find_first_of(",\"\r\n") == std::string::npos) return cell;
+  // Quoted also when it holds ';': where a spreadsheet splits on it (a ';' locale), an unquoted
+  // "a;=cmd" would start a formula cell (issue 24).
+  if (cell.find_first_of(",;\"\r\n") == std::string::npos) return cell;
   std::string quoted = "\"";
   for (char c : cell) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + '"';

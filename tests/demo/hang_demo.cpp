@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
   std::thread blocked;
   if (o.blocked_thread)
     blocked = std::thread([] {
+      pthread_setname_np(pthread_self(), "sigblocked");
       sigset_t all;
       sigfillset(&all);
       pthread_sigmask(SIG_SETMASK, &all, nullptr);

@@ -7,16 +7,38 @@
 //                                        `steps M` (inheriting LD_PRELOAD and RANK), waits
 //   laggard-hostile-app steps M          M "child_step" ranges
 //   laggard-hostile-app wait-for FILE N  waits until FILE exists, then N "step" ranges
+//   laggard-hostile-app wait-in-range MS [GATE]
+//                                        (after GATE exists) inside a "checkpoint" range, waits MS
+//                                        ms in each of poll, select, epoll_wait, nanosleep and a
+//                                        recv with a timeout; exits 1 if any of them fails with
+//                                        EINTR (issue 24 item 5)
+//   laggard-hostile-app exec-self N M    N "first_image" ranges, then exec()s itself (same pid)
+//                                        as `steps M` (issue 24 item 3)
+//   laggard-hostile-app second-ctrl-c    a SIGINT handler with SA_RESETHAND|SA_NODEFER and SIGUSR1 in
+//                                        its sa_mask prints what it sees; the second SIGINT must
+//                                        kill the process (rc 130 in a shell; issue 24 item 4)
+//   laggard-hostile-app fd-limit MS      lowers RLIMIT_NOFILE to 16, fills every descriptor but
+//                                        one, then for MS ms opens and closes that last one
+//                                        between ranges; exits 1 if an open ever fails (item 10)
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -104,11 +126,111 @@ int exec_child(const char* self, int parent_steps, const char* child_steps) {
   return 0;
 }
 
+// Each wait must run its full time: an EINTR here is what a signal from laggard would cause.
+int wait_in_range(int ms) {
+  nvtxRangePushA("checkpoint");
+  int eintr = 0;
+  auto check = [&](const char* what, int rc) {
+    if (rc < 0 && errno == EINTR) {
+      ++eintr;
+      std::printf("%s: EINTR\n", what);
+    }
+  };
+  check("poll", poll(nullptr, 0, ms));
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  check("select", select(0, nullptr, nullptr, nullptr, &tv));
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  check("epoll_wait", epoll_wait(ep, &ev, 1, ms));
+  close(ep);
+  timespec ts{ms / 1000, (ms % 1000) * 1'000'000L};
+  check("nanosleep", nanosleep(&ts, nullptr));
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+    timeval rt{ms / 1000, (ms % 1000) * 1000};
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof rt);
+    char c;
+    check("recv", static_cast<int>(recv(sv[0], &c, 1, 0)));
+    close(sv[0]);
+    close(sv[1]);
+  }
+  nvtxRangePop();
+  std::printf("waits done: %d EINTR\n", eintr);
+  return eintr ? 1 : 0;
+}
+
+int exec_self(const char* self, int first_steps, const char* then_steps) {
+  ranges("first_image", first_steps, 10);
+  std::fflush(stdout);
+  execl(self, self, "steps", then_steps, static_cast<char*>(nullptr));
+  return 127;
+}
+
+void on_first_ctrl_c(int sig) {
+  sigset_t now;
+  pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  struct sigaction cur {};
+  sigaction(sig, nullptr, &cur);
+  std::printf("handler: SIGUSR1 blocked %d, SIGINT blocked %d, reset to default %d\n", sigismember(&now, SIGUSR1),
+              sigismember(&now, SIGINT), !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL);
+  std::fflush(stdout);
+}
+
+int second_ctrl_c() {
+  struct sigaction sa {};
+  sa.sa_handler = on_first_ctrl_c;
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGUSR1);
+  sigaction(SIGINT, &sa, nullptr);
+  ranges("step", 3, 10);  // laggard is active (and has chained its handler in front) from here
+  raise(SIGINT);          // the application's handler runs once...
+  ranges("step", 2, 10);
+  raise(SIGINT);          // ...and the second Ctrl-C kills it
+  std::printf("survived the second SIGINT\n");
+  return 0;
+}
+
+// At the descriptor limit: every slot but one is the application's, and it keeps using the last.
+int fd_limit(int ms) {
+  nvtxRangePushA("step");  // laggard is active (and has written) before the limit drops
+  nvtxRangePop();
+  sleep_ms(300);
+  rlimit lim{16, 16};
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) return 2;
+  std::vector<int> held;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) held.push_back(fd);
+  close(held.back());
+  held.pop_back();
+  int failures = 0, opens = 0;
+  timespec start{}, now{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    nvtxRangePushA("step");
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ++opens;
+    if (fd < 0) ++failures;
+    else close(fd);
+    nvtxRangePop();
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1'000'000 < ms);
+  for (int fd : held) close(fd);
+  std::printf("opens at the limit: %d, failed: %d\n", opens, failures);
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "close-fds") return close_fds();
+  if (mode == "wait-in-range" && (argc == 3 || argc == 4)) {
+    while (argc == 4 && access(argv[3], F_OK) != 0) sleep_ms(10);
+    return wait_in_range(std::atoi(argv[2]));
+  }
+  if (mode == "exec-self" && argc == 4) return exec_self(argv[0], std::atoi(argv[2]), argv[3]);
+  if (mode == "fd-limit" && argc == 3) return fd_limit(std::atoi(argv[2]));
+  if (mode == "second-ctrl-c") return second_ctrl_c();
   if (mode == "exec-child" && argc == 4) return exec_child(argv[0], std::atoi(argv[2]), argv[3]);
   if (mode == "steps" && argc == 3) {
     ranges("child_step", std::atoi(argv[2]), 5);
@@ -121,6 +243,8 @@ int main(int argc, char** argv) {
     std::printf("%s steps done\n", argv[3]);
     return 0;
   }
-  std::fprintf(stderr, "usage: laggard-hostile-app close-fds | exec-child N M | steps M | wait-for FILE N\n");
+  std::fprintf(stderr,
+               "usage: laggard-hostile-app close-fds | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
+               " | exec-self N M | fd-limit MS | second-ctrl-c\n");
   return 2;
 }

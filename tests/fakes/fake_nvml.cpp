@@ -10,6 +10,9 @@
 // (tests/fakes/fake_libcuda.cpp); "MIG-fake-N-M" names MIG instance M of GPU N: a handle NVML
 // answers no clock, temperature or power query for (NVML_ERROR_NOT_SUPPORTED), whose GPU
 // nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives.
+//   FAKE_NVML_HANG_INIT nvmlInit_v2 never returns, as on a node whose GPU fell off the bus (Xid 79:
+//                       nvidia-smi and nvmlInit block in the driver); used to show that laggard's
+//                       hang watchdog does not depend on the thread that called it (issue 24)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +40,11 @@ constexpr int kNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
 extern "C" {
 
 int nvmlInit_v2() {
+  if (std::getenv("FAKE_NVML_HANG_INIT"))
+    for (;;) {
+      timespec t{3600, 0};
+      nanosleep(&t, nullptr);
+    }
   for (int i = 0; i < 64; ++i) g_devices[i] = {i, 0, -1};
   for (int i = 0; i < 64; ++i) g_migs[i] = {i, 0, 0};
   return std::getenv("FAKE_NVML_FAIL_INIT") ? 999 /* NVML_ERROR_UNKNOWN */ : 0;

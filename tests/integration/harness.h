@@ -34,7 +34,8 @@ inline ProcessOptions clean_env() {
                         "LAGGARD_HANG_S", "LAGGARD_HANG_REPEAT_S", "LAGGARD_HANG_SIGNAL", "LAGGARD_HANG_UNWINDER",
                         "LAGGARD_NVML", "FAKE_NVML_GPUS", "FAKE_NVML_SLOW_GPU", "FAKE_NVML_FAIL_INIT",
                         "LAGGARD_FILE_FORMAT", "LAGGARD_RUN_PREFIX", "SLURM_STEP_ID", "SLURM_STEPID",
-                        "SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
+                        "SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
+                        "LAGGARD_TEST_IMAGE_ID"})
     o.env[v] = std::nullopt;
   return o;
 }

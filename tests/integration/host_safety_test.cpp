@@ -40,16 +40,18 @@ class HostSafety : public Scratch {
     o.env["LAGGARD_OUT"] = out();
     o.env["LAGGARD_RUN_ID"] = "hs";
     o.env["LAGGARD_FLUSH_S"] = "0.1";
+    o.env["LAGGARD_TEST_IMAGE_ID"] = kImage;  // names known before the rank starts, to plant files at
     if (!format.empty()) o.env["LAGGARD_FILE_FORMAT"] = format;
     return o;
   }
   bool binary() const { return format != "json"; }
-  // rank00000-PID-segNNNN.lgr (binary) or .json
+  // rank00000-PID-IMAGE-segNNNN.lgr (binary) or .json
   std::string rank_file_name(int pid, int segment) const {
     char name[96];
-    std::snprintf(name, sizeof name, "rank00000-%d-seg%04d.%s", pid, segment, binary() ? "lgr" : "json");
+    std::snprintf(name, sizeof name, "rank00000-%d-%s-seg%04d.%s", pid, kImage, segment, binary() ? "lgr" : "json");
     return name;
   }
+  static constexpr const char* kImage = "0123abcd";
   // Files a flush thread blocked in write(2) leaves: JSON's temp file, or the segment a frame is
   // being appended to.
   std::vector<fs::path> files_being_written() const {

@@ -171,7 +171,10 @@ TEST_F(StartEndTest, OverlappingRangesAndEviction) {
   EXPECT_EQ(t.open_count(), 4u);
   RangeRecord r;
   bool emit;
-  EXPECT_FALSE(t.end(ids[0], 10, &r, &emit));  // evicted
+  // A full table: the 5th and 6th starts found no free slot in kMaxProbes ids and took slot 0.
+  EXPECT_FALSE(t.end(ids[3], 10, &r, &emit));  // evicted
+  EXPECT_FALSE(t.end(ids[4], 10, &r, &emit));
+  EXPECT_TRUE(t.end(ids[0], 10, &r, &emit));
   EXPECT_TRUE(t.end(ids[5], 10, &r, &emit));
   EXPECT_EQ(r.start_ns, 5);
 }

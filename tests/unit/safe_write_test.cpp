@@ -129,7 +129,7 @@ class HangReportFiles : public ::testing::Test {
     r.index = index;
     return w.write(r);
   }
-  fs::path name(int index = 0) const { return hang_report_name(1, 4242, index); }
+  fs::path name(int index = 0) const { return hang_report_name(1, 4242, "", index); }
 
   fs::path base, victim;
 };

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http_client.h"
 #include "metrics_server.h"
 #include "render_prometheus.h"
 #include "render_watch.h"
@@ -173,26 +174,8 @@ TEST(Endpoint, ParsesHostPortForms) {
   EXPECT_THROW(cli::parse_endpoint("::1:80"), std::invalid_argument);
 }
 
-// One HTTP exchange over loopback: sends request as is, returns everything the server sent.
-std::string http_exchange(int port, const std::string& request) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return "connect failed";
-  }
-  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return reply;
-}
-
-int port_of(const cli::MetricsServer& s) { return std::stoi(s.url().substr(s.url().rfind(':') + 1)); }
+using laggard::testing::http_exchange;
+using laggard::testing::port_of;
 
 TEST(MetricsServer, AnswersMetrics404AndBoundsTheRequest) {
   cli::MetricsServer server(cli::parse_endpoint("127.0.0.1:0"), report::kPrometheusContentType);

@@ -1,12 +1,22 @@
 // The hang watchdog's parts in-process: when a report is due, its settings, and capturing other
 // threads' stacks with a signal (including threads that block it and apps that own signals).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <cstddef>
+#include <link.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -16,6 +26,7 @@
 #include "name_table.h"
 #include "range_stack.h"
 #include "stack_sampler.h"
+#include "thread_probe.h"
 #include "thread_registry.h"
 #include "watchdog.h"
 
@@ -23,6 +34,15 @@ namespace laggard::watch {
 namespace watchdog_test {
 
 constexpr int64_t kS = 1'000'000'000;
+
+// ThreadSanitizer defers an asynchronous signal to the thread's next intercepted call and hands
+// the handler the context of its arrival, whose stack has been reused since: frames taken from
+// it are not the thread's. Checks of signal-path frames are skipped under it.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kSignalContextIsCurrent = false;
+#else
+constexpr bool kSignalContextIsCurrent = true;
+#endif
 
 TEST(StallClock, ReportsAfterHangThenAtMostEveryRepeat) {
   StallClock c(10 * kS, 30 * kS, 0);
@@ -64,11 +84,20 @@ TEST(HangConfig, OffByDefaultAndBadValuesWarn) {
   EXPECT_EQ(w.size(), 2u);
 }
 
-// A thread parked in a function with a name, inside an NVTX-like range, until told to go.
+// A thread parked in a function with a name, inside an NVTX-like range, until told to go:
+// blocked in poll on a pipe (in the kernel: read in place) or spinning (running: signalled).
 struct Parked {
+  Parked() { pipe2(wake, O_CLOEXEC); }
+  ~Parked() {
+    close(wake[0]);
+    close(wake[1]);
+  }
+  int wake[2] = {-1, -1};
   std::atomic<bool> go{false};
   std::atomic<uint32_t> tid{0};
+  std::atomic<uint64_t> spins{0};
   bool block_signals = false;
+  bool spin = false;
   NameTable names{"", 16};
   std::thread thread;
 
@@ -78,10 +107,23 @@ struct Parked {
   }
   void stop() {
     go.store(true);
+    (void)!write(wake[1], "x", 1);
     thread.join();
   }
   __attribute__((noinline)) void parked_in_named_function() {
-    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (spin)  // in and out of malloc, as a busy application thread is (ThreadSanitizer also
+               // delivers a signal only at an intercepted call such as malloc)
+      while (!go.load(std::memory_order_relaxed)) {
+        void* p = std::malloc(64);
+        asm volatile("" : : "r"(p) : "memory");
+        std::free(p);
+        spins.fetch_add(1, std::memory_order_relaxed);
+      }
+    else
+      while (!go.load()) {
+        pollfd fd{wake[0], POLLIN, 0};
+        poll(&fd, 1, 60'000);
+      }
     asm volatile("");
   }
   void body() {
@@ -106,6 +148,13 @@ bool has_frame(const ThreadReport& t, const std::string& part) {
   return false;
 }
 
+// The frames as "symbol (module)" lines, for failure messages.
+std::string frames_of(const ThreadReport& t) {
+  std::string s;
+  for (const StackFrame& f : t.frames) s += "  " + f.symbol + " (" + f.module + ")\n";
+  return s;
+}
+
 std::atomic<int> g_app_handler_runs{0};
 void app_handler(int) { g_app_handler_runs.fetch_add(1); }
 
@@ -123,25 +172,35 @@ StackSampler& sampler() {
   return *s;
 }
 
+// One thread's stack as a report takes it: modules read, stack copied, frames named.
+ThreadReport take_stack(uint32_t tid) {
+  ThreadReport t;
+  t.tid = tid;
+  sampler().begin_report();
+  sampler().capture(t, 2 * kS);
+  sampler().name_frames(t.frames);
+  return t;
+}
+
 TEST(StackSampler, CapturesAnotherThreadsStackAndOpenSections) {
   Parked p;
   p.start();
-  ThreadReport t;
-  t.tid = p.tid.load();
-  sampler().capture(t, 2 * kS);
+  ThreadReport t = take_stack(p.tid.load());
   p.stop();
   ASSERT_EQ(sampler().unwinder(), "libunwind");
   EXPECT_EQ(t.status, "captured");
-  EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << t.frames.size() << " frames";
+  EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << frames_of(t);
   ASSERT_EQ(t.sections.size(), 1u);
   EXPECT_EQ(t.sections[0].name, "data_load");
 }
 
 TEST(StackSampler, AvoidsSignalsTheAppHandlesAndNeverRunsTheirHandlers) {
   Parked p;
+  p.spin = true;  // running: only a signal can take its stack
   p.start();
   ThreadReport t;
   t.tid = p.tid.load();
+  sampler().begin_report();
   sampler().capture(t, 2 * kS);
   EXPECT_NE(sampler().signal(), SIGRTMAX - 2);
   // Now the app takes the signal laggard chose, after laggard installed its handler.
@@ -164,6 +223,7 @@ TEST(StackSampler, AvoidsSignalsTheAppHandlesAndNeverRunsTheirHandlers) {
 TEST(StackSampler, ThreadThatBlocksSignalsIsReportedNotWaitedFor) {
   Parked p;
   p.block_signals = true;
+  p.spin = true;  // running with the signal blocked: nothing can be read
   p.start();
   ThreadReport t;
   t.tid = p.tid.load();
@@ -174,6 +234,133 @@ TEST(StackSampler, ThreadThatBlocksSignalsIsReportedNotWaitedFor) {
   EXPECT_EQ(t.status, "blocked");
   EXPECT_TRUE(t.frames.empty());
   EXPECT_LT(took, std::chrono::seconds(1));
+}
+
+TEST(StackSampler, ASleepingThreadThatBlocksSignalsIsReadInPlace) {
+  Parked p;
+  p.block_signals = true;  // blocked in nanosleep: no signal is needed to read it
+  p.start();
+  ThreadReport t = take_stack(p.tid.load());
+  p.stop();
+  EXPECT_EQ(t.status, "captured");
+  EXPECT_EQ(t.method, "in_place");
+  EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << frames_of(t);
+  ASSERT_EQ(t.sections.size(), 1u);
+  EXPECT_EQ(t.sections[0].name, "data_load");
+}
+
+// Issue 24, item 5: a thread waiting in poll (as in select, epoll_wait, nanosleep or a recv
+// with a timeout) is never signalled, so its wait is never cut short with EINTR: its stack is
+// read in place while it stays blocked.
+TEST(StackSampler, AThreadWaitingInPollIsReadInPlaceAndNeverSeesEintr) {
+  int wake[2];
+  ASSERT_EQ(pipe2(wake, O_CLOEXEC), 0);
+  std::atomic<uint32_t> tid{0};
+  std::atomic<int> eintr{0}, polls{0};
+  std::thread waiter([&] {
+    tid.store(static_cast<uint32_t>(syscall(SYS_gettid)));
+    for (;;) {
+      pollfd fd{wake[0], POLLIN, 0};
+      int rc = poll(&fd, 1, 60'000);
+      polls.fetch_add(1);
+      if (rc < 0 && errno == EINTR) eintr.fetch_add(1);
+      if (rc != 0 && !(rc < 0 && errno == EINTR)) break;  // woken through the pipe
+    }
+  });
+  while (!tid.load() || read_syscall_state(tid.load()).running || !read_syscall_state(tid.load()).ok)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5; ++i) {
+    ThreadReport t = take_stack(tid.load());
+    EXPECT_EQ(t.status, "captured");
+    EXPECT_EQ(t.method, "in_place");
+    EXPECT_GE(t.frames.size(), 2u);  // poll, and the lambda that called it
+  }
+  ASSERT_EQ(write(wake[1], "x", 1), 1);
+  waiter.join();
+  close(wake[0]);
+  close(wake[1]);
+  EXPECT_EQ(eintr.load(), 0);
+  EXPECT_EQ(polls.load(), 1);  // one poll, never cut short
+}
+
+// Issue 24, item 1: the signal handler never calls into the loader. A running thread is
+// captured while another thread sits inside dl_iterate_phdr holding the loader's lock (as a
+// dlclose, a C++ throw's unwinder or a profiler does); with libunwind's unw_step in the handler
+// the sampled thread waited for that lock inside the handler, and a thread of the application
+// holding what the lock holder needed (a malloc arena) deadlocked the process for good.
+struct LoaderHolder {
+  std::atomic<bool> inside{false}, release{false};
+};
+int hold_the_loader(dl_phdr_info*, size_t, void* arg) {
+  auto* h = static_cast<LoaderHolder*>(arg);
+  h->inside.store(true);
+  while (!h->release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return 1;
+}
+
+TEST(StackSampler, ARunningThreadIsCapturedWhileAnotherHoldsTheLoaderLock) {
+  sampler();  // armed first, as the watchdog thread does when it starts: dlopen takes the lock
+  Parked spinner;
+  spinner.spin = true;
+  spinner.start();
+  LoaderHolder h;
+  std::thread holder([&] { dl_iterate_phdr(hold_the_loader, &h); });
+  while (!h.inside.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ThreadReport t;
+  t.tid = spinner.tid.load();
+  sampler().begin_report();
+  sampler().capture(t, 2 * kS);
+  // The sampled thread runs on while the lock is still held: it is not stuck in a handler.
+  uint64_t before = spinner.spins.load();
+  bool ran_on = false;
+  for (int i = 0; i < 10000 && !ran_on; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ran_on = spinner.spins.load() > before;
+  }
+  h.release.store(true);
+  holder.join();
+  sampler().name_frames(t.frames);  // naming reads symbol tables through the loader: after
+  spinner.stop();
+  EXPECT_EQ(t.status, "captured");
+  EXPECT_EQ(t.method, "signal");
+  EXPECT_TRUE(ran_on);
+  if (!kSignalContextIsCurrent) GTEST_SKIP() << "ThreadSanitizer delivers signals late: the context is stale";
+  EXPECT_TRUE(has_frame(t, "parked_in_named_function")) << frames_of(t);
+}
+
+// A container whose seccomp profile refuses process_vm_readv (and ptrace): stacks are read
+// through /proc/self/mem instead, in a child process with such a filter installed.
+TEST(StackSampler, WithoutProcessVmReadvStacksComeThroughProcSelfMem) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) _exit(2);
+    uint64_t x = 1, y = 0;
+    iovec l{&y, sizeof y}, r{&x, sizeof x};
+    if (syscall(SYS_process_vm_readv, getpid(), &l, 1, &r, 1, 0) != -1) _exit(3);  // the filter works
+    StackSampler s;
+    s.arm(0, 0);
+    Parked p;
+    p.start();
+    ThreadReport t;
+    t.tid = p.tid.load();
+    s.begin_report();
+    s.capture(t, 2 * kS);
+    s.name_frames(t.frames);
+    p.stop();
+    _exit(t.method == "in_place" && has_frame(t, "parked_in_named_function") ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);  // 1: no frames, 2/3: no seccomp here
 }
 
 TEST(Watchdog, WritesAReportNamingEveryThread) {
@@ -192,7 +379,7 @@ TEST(Watchdog, WritesAReportNamingEveryThread) {
   HangReport r = w.build_report(5 * kS);
   ASSERT_EQ(w.write(r), "");
   p.stop();
-  std::ifstream in(dir + "/" + hang_report_name(3, getpid(), 0));
+  std::ifstream in(dir + "/" + hang_report_name(3, getpid(), "", 0));
   nlohmann::json j = nlohmann::json::parse(in);
   std::filesystem::remove_all(dir);
   EXPECT_EQ(j["schema"], "laggard-hang");

@@ -1,0 +1,108 @@
+// Unwinds a copied stack (stack_copy.h) on the watchdog's own thread, never in a signal handler.
+//
+// libunwind's remote API does the DWARF work (the same CFI interpreter as its local unwinder);
+// laggard answers its questions through accessors, as perf does for PERF_SAMPLE_STACK_USER
+// samples (linux tools/perf/util/unwind-libunwind-local.c): registers from the snapshot, stack
+// memory from the copied bytes, code and .eh_frame of the loaded modules read with
+// process_vm_readv (a module unloaded meanwhile gives an error, not a fault), and the unwind
+// tables found from /proc/self/maps and each module's program headers -- never dl_iterate_phdr,
+// so the loader lock is never taken, by the handler or here.
+//
+// A thread read in place while blocked in a system call gives only its SP and PC
+// (/proc/self/task/TID/syscall). When a frame's CFA needs a register that is not known (a
+// frame-pointer function needs %rbp), the unwinder looks for that frame's record on the stack
+// (saved frame pointer, then a return address that follows a call instruction) and goes on
+// from there.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stack_copy.h"
+
+namespace laggard::watch {
+
+struct Module {
+  std::string path;                  // the file ("/usr/lib/.../libc.so.6"), or "[vdso]"
+  uint64_t base = 0;                 // where its first mapping starts
+  uint64_t text_lo = 0, text_hi = 0; // its executable mappings
+  uint64_t eh_hdr = 0;               // .eh_frame_hdr in memory (0: none usable)
+  uint64_t fde_table = 0, fde_count = 0;
+};
+
+// This process's file-backed mappings, from /proc/self/maps.
+class ModuleMap {
+ public:
+  void read();
+  const Module* module_of(uint64_t pc) const;          // whose executable range holds pc
+  bool mapped_from_file(uint64_t addr, size_t len) const;  // inside one file-backed mapping
+  const std::vector<Module>& modules() const { return modules_; }
+
+ private:
+  struct Range {
+    uint64_t start, end;
+    int module;
+  };
+  std::vector<Module> modules_;
+  std::vector<Range> ranges_;  // sorted by start
+};
+
+class RemoteUnwinder {
+ public:
+  RemoteUnwinder();
+  ~RemoteUnwinder();
+  RemoteUnwinder(const RemoteUnwinder&) = delete;
+  RemoteUnwinder& operator=(const RemoteUnwinder&) = delete;
+
+  // dlopens libunwind's generic (remote) library, libunwind-<arch>.so.8, from the directory of
+  // `library` (the LAGGARD_HANG_UNWINDER file) or the default search path. "" or why not.
+  std::string load(const std::string& library);
+  bool loaded() const;
+
+  // Once per report, before unwind(): the modules as mapped now.
+  void refresh();
+  const ModuleMap& modules() const { return map_; }
+
+  // The return addresses of s, innermost first (the pc for frame 0); at most max.
+  int unwind(const StackSnapshot& s, uint64_t* pcs, int max);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  ModuleMap map_;
+};
+
+// The start of the frame record that the frame-pointer walk of an x86-64 or aarch64 stack would
+// use, searching up from sp in s: a saved frame pointer (0 or higher up the stack) followed by
+// a return address right after a call instruction. is_code(addr) says whether a pc may lie at
+// addr; read(addr, buf, n) reads code bytes. 0 when none is found within 16 KiB.
+struct FrameRecord {
+  uint64_t at = 0, saved_fp = 0, return_address = 0;
+};
+template <typename IsCode, typename ReadCode>
+FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code);
+
+bool follows_call_instruction(const uint8_t* before, int n);  // n bytes ending at a return address
+
+template <typename IsCode, typename ReadCode>
+FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code) {
+  constexpr uint64_t kScan = 16 * 1024;
+  if (!s.holds(sp, 16)) return {};  // sp comes from an unwind: any value
+  const uint64_t lo = s.stack_start;
+  for (uint64_t at = (sp + 7) & ~uint64_t{7}; at - sp < kScan && s.holds(at, 16); at += 8) {
+    uint64_t saved = 0, ret = 0;
+    __builtin_memcpy(&saved, s.stack + (at - lo), 8);
+    __builtin_memcpy(&ret, s.stack + (at + 8 - lo), 8);
+    if (saved != 0 && (saved <= at || saved - at > (uint64_t{1} << 24) || (saved & 7))) continue;
+    if (ret < 8 || !is_code(ret)) continue;
+    uint8_t before[8];
+    if (!read_code(ret - 8, before, 8) || !follows_call_instruction(before, 8)) continue;
+    return FrameRecord{at, saved, ret};
+  }
+  return {};
+}
+
+}  // namespace laggard::watch
