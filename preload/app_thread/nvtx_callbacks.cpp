@@ -130,21 +130,6 @@ inline uint64_t hash_bytes(const char* s, size_t n, const void* domain) {
   return h ^ (h >> 29);
 }
 
-// Whether the n bytes at a and b are the same: the name cache's check after a hash match, inline
-// (a call to memcmp for a 7-byte "forward" was an eighth of a push+pop pair, issue 29).
-inline bool same_bytes(const char* a, const char* b, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a + i, 8);
-    std::memcpy(&y, b + i, 8);
-    if (x != y) return false;
-  }
-  for (; i < n; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 // Domain handles come from domain_create_*; one that does not (a hostile or stale value) is
 // treated as the default domain rather than dereferenced. Slow path only (interning).
 const void* known_domain(const void* domain) {
@@ -180,7 +165,7 @@ const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const
   ThreadState::Slot& slot = ts->cache[h & (kCacheSlots - 1)];
   // slot.entry first: an unused slot has hash 0, which a real name may hash to.
   if (slot.entry && slot.hash == h && slot.domain == domain && slot.entry->message.size() == n &&
-      same_bytes(slot.entry->message.data(), msg, n))
+      std::memcmp(slot.entry->message.data(), msg, n) == 0)
     return slot.entry;
   const NameEntry* e = intern(cap, domain, std::string_view(msg, n));
   slot = {h, domain, e};

@@ -71,9 +71,8 @@ class TscClock {
 
   constexpr TscClock() = default;
 
-  // Any thread. CLOCK_MONOTONIC ns. Always inlined: it is half of every NVTX push and pop, and
-  // a call to it cost a quarter of a push+pop pair (issue 29).
-  [[gnu::always_inline]] int64_t now_ns() const noexcept {
+  // Any thread. CLOCK_MONOTONIC ns.
+  int64_t now_ns() const noexcept {
     // Acquire: a thread that sees the clock on sees the line published before it was switched on.
     if (__builtin_expect(active_.load(std::memory_order_acquire), 1)) {
       const uint32_t seq = seq_.load(std::memory_order_acquire);
