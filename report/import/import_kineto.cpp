@@ -663,51 +663,58 @@ class TraceReader {
     return sax_.key_text(decoded);
   }
 
+  // After a member or an event: ',' (more follow) or the closing bracket.
+  enum class After { more, closed, bad };
+  After comma_or(char close, const char* expected) {
+    skip_space();
+    const int c = peek();
+    if (c == ',') {
+      ++at_;
+      skip_space();
+      return After::more;
+    }
+    if (c == close) {
+      ++at_;
+      return After::closed;
+    }
+    fail(c < 0 ? "unexpected end of input" : expected);
+    return After::bad;
+  }
+  // An empty object or array: its closing bracket right after the opening one.
+  bool closes_at_once(char close) {
+    skip_space();
+    if (peek() != close) return false;
+    ++at_;
+    return true;
+  }
+
   bool object() {
     ++at_;
     if (!sax_.start_object(std::size_t(-1))) return false;
-    skip_space();
-    if (peek() == '}') {
-      ++at_;
-      return sax_.end_object() && at_end();
-    }
+    if (closes_at_once('}')) return sax_.end_object() && at_end();
     while (true) {
       if (!key() || !expect(':', "syntax error: expected ':' after an object key")) return false;
       const bool events = sax_.in_trace_events_key() && peek() == '[';
       if (!(events ? event_array() : value())) return false;
-      skip_space();
-      const int c = peek();
-      ++at_;
-      if (c == ',') {
-        skip_space();
-        continue;
+      switch (comma_or('}', "syntax error: expected ',' or '}' after an object member")) {
+        case After::more: continue;
+        case After::closed: return sax_.end_object() && at_end();
+        case After::bad: return false;
       }
-      if (c == '}') return sax_.end_object() && at_end();
-      --at_;
-      return fail(c < 0 ? "unexpected end of input" : "syntax error: expected ',' or '}' after an object member");
     }
   }
 
   bool event_array() {
     ++at_;
     if (!sax_.start_array(std::size_t(-1))) return false;
-    skip_space();
-    if (peek() == ']') {
-      ++at_;
-      return sax_.end_array();
-    }
+    if (closes_at_once(']')) return sax_.end_array();
     while (true) {
       if (!value()) return false;
-      skip_space();
-      const int c = peek();
-      ++at_;
-      if (c == ',') {
-        skip_space();
-        continue;
+      switch (comma_or(']', "syntax error: expected ',' or ']' after an event")) {
+        case After::more: continue;
+        case After::closed: return sax_.end_array();
+        case After::bad: return false;
       }
-      if (c == ']') return sax_.end_array();
-      --at_;
-      return fail(c < 0 ? "unexpected end of input" : "syntax error: expected ',' or ']' after an event");
     }
   }
 

@@ -171,14 +171,16 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
 // copied and first-touched it again at every doubling.
 void read_text(const fs::path& path, uint64_t max_bytes, std::string& text) {
   text.clear();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put in a rank file's place after the directory was listed must not hang us.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw std::runtime_error("cannot open file");
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > max_bytes)
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
     throw std::runtime_error(fmt::format("file is {} bytes, more than the {} bytes a rank file may have "
                                          "(--max-file-mb)", static_cast<uint64_t>(st.st_size), max_bytes));
   // One byte more than the size, so that a file growing while it is read is seen growing.
