@@ -164,6 +164,21 @@ void calibrate_range_clock() {
   if (const char* change = g_range_clock.calibrate(TscClock::measure())) log_info("NVTX range clock: %s", change);
 }
 
+// Activation, before the first range is recorded: a provisional line through the first point
+// (taken when activation began) and one taken now, waiting at most kProvisionalWaitNs for the two
+// to lie far enough apart (issue 29: until the first fit, 100 ms later, every range read
+// clock_gettime twice).
+void start_range_clock() {
+  const int64_t deadline = mono_ns() + TscClock::kProvisionalWaitNs;
+  while (g_range_clock.provisional_wanted()) {
+    if (const char* state = g_range_clock.provisional(TscClock::measure())) {
+      log_debug("NVTX range clock: %s", state);
+      return;
+    }
+    if (mono_ns() >= deadline) return;
+  }
+}
+
 void flush(Runtime& rt, bool final, int signal) {
   DropCounters extra;
   uint64_t ev = rt.start_end->evicted();
@@ -444,6 +459,7 @@ void activate() {
   rt.pause = std::make_unique<PauseControl>(rt.writer->run_dir(), offset);
   rt.pause->poll(mono_ns());
 
+  start_range_clock();  // before the flush thread, which calibrates the clock from then on
   // Start the flush thread with every signal blocked, so signals go to the app's threads.
   sigset_t all, prev;
   sigfillset(&all);

@@ -27,7 +27,7 @@ bool counter_is_invariant() {
 
 const char* TscClock::configure(ClockChoice choice, bool invariant) {
   active_.store(false, std::memory_order_relaxed);
-  fitted_ = have_last_ = false;
+  fitted_ = have_last_ = provisional_ = false;
   last_rate_ = 0;
   last_error_ns_ = 0;
   if (read_counter() == 0) {
@@ -102,14 +102,31 @@ const char* TscClock::calibrate(const Point& p) {
     if (last_error_ns_ > 0) ns0 += last_error_ns_;
   }
   publish(p.ticks, ns0, double(p.mono_ns + dm - ns0) / double(dt));
-  const bool first = !fitted_;
+  const bool first = !fitted_ || provisional_;
   fitted_ = true;
+  provisional_ = false;
   ++fits_;
   last_ = p;
   last_rate_ = rate;
   active_.store(true, std::memory_order_release);
   if (!first) return nullptr;
   std::snprintf(why_, sizeof why_, "tsc (%.4f GHz counter)", 1.0 / rate);
+  state_ = why_;
+  return state_;
+}
+
+const char* TscClock::provisional(const Point& p) {
+  if (!provisional_wanted() || p.bracket_ns > kMaxBracketNs) return nullptr;
+  const int64_t dm = p.mono_ns - last_.mono_ns;
+  const int64_t dt = static_cast<int64_t>(p.ticks - last_.ticks);
+  if (dm <= 0 || dt <= 0) return nullptr;
+  // Each point is known to within its bracket: the rate, to within both over the interval.
+  if (double(last_.bracket_ns + p.bracket_ns) * 1e6 > kProvisionalPpm * double(dm)) return nullptr;
+  publish(p.ticks, p.mono_ns, double(dm) / double(dt));
+  fitted_ = provisional_ = true;  // the first fit keeps continuity with it, as a refit does
+  active_.store(true, std::memory_order_release);
+  std::snprintf(why_, sizeof why_, "tsc (provisional, %.4f GHz from two points %.0f us apart), calibrating",
+                double(dt) / double(dm), double(dm) / 1e3);
   state_ = why_;
   return state_;
 }

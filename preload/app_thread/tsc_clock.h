@@ -57,6 +57,11 @@ class TscClock {
   static constexpr int64_t kMaxErrorNs = 1'000'000;
   // A point whose bracket (clock_gettime, counter, clock_gettime) is wider was preempted.
   static constexpr int64_t kMaxBracketNs = 20'000;
+  // A provisional line (below) is taken only when its two points' brackets bound its rate to
+  // this: at most 50 us off when the first fit replaces it kFirstFitNs later.
+  static constexpr double kProvisionalPpm = 500;
+  // How long activation may wait for a provisional line's second point (issue 29).
+  static constexpr int64_t kProvisionalWaitNs = 1'000'000;
 
   struct Point {
     uint64_t ticks = 0;
@@ -92,10 +97,19 @@ class TscClock {
   // line worth logging when the state changed, else nullptr.
   const char* calibrate(const Point& p);
 
-  // Not fitted yet and the first point is kFirstFitNs old: calibrate now rather than at the
-  // first window close.
+  // At activation, after the first point: a provisional line through the first point and `p`,
+  // so that ranges read the counter from the first one instead of clock_gettime until the first
+  // fit (issue 29: a burst of ranges in the first 100 ms cost twice as much). Taken only when the
+  // brackets bound the rate to kProvisionalPpm; the first fit replaces it as a refit does (never
+  // going back, never compared for a rate change). Returns the new state, or nullptr when not
+  // taken (provisional_wanted() says whether a later, farther point may still do).
+  const char* provisional(const Point& p);
+  bool provisional_wanted() const { return allowed_ && !fitted_ && have_last_; }
+
+  // Not fitted yet (or only provisionally) and the first point is kFirstFitNs old: calibrate now
+  // rather than at the first window close.
   bool first_fit_due(int64_t mono_now) const {
-    return allowed_ && !fitted_ && have_last_ && mono_now - last_.mono_ns >= kFirstFitNs;
+    return allowed_ && (!fitted_ || provisional_) && have_last_ && mono_now - last_.mono_ns >= kFirstFitNs;
   }
 
   bool active() const { return active_.load(std::memory_order_relaxed); }
@@ -123,6 +137,7 @@ class TscClock {
   std::atomic<int64_t> mult_{0};
   // The calibrating thread's.
   bool allowed_ = false, fitted_ = false, have_last_ = false;
+  bool provisional_ = false;  // the line published is provisional(): the first fit is still to come
   Point last_{};
   double last_rate_ = 0;  // ns per tick over the previous interval (0: none yet)
   int64_t last_error_ns_ = 0;

@@ -69,7 +69,9 @@ int import_command(const ImportOptions& o, std::ostream& out, std::ostream& err)
         ++failed;
         continue;
       }
-      std::string path = write_rank_file(r, o.out, run_id);
+      const std::vector<std::string> paths = write_rank_file(r, o.out, run_id);
+      const std::string path =
+          paths.size() == 1 ? paths[0] : fmt::format("{} ... ({} segments)", paths.front(), paths.size());
       done[r.rank] = file;
       size_t kernels = std::count_if(r.gpu.begin(), r.gpu.end(), [](const GpuActivity& a) { return a.kind == GpuKind::kernel; });
       out << fmt::format("{} -> {}: rank {} ({}){}, {} kernels, {} memcpy/memset, {} ranges, {} NCCL kernels\n", file,

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <charconv>
@@ -465,16 +464,10 @@ json rank_file_header(const ImportedRank& r, const std::string& run_id, int64_t 
           {"dropped", drop_counts(r.unmatched_correlation)}};
 }
 
-// The header, then the windows one at a time, so only one window is in memory as JSON.
-void write_windows(std::ostream& out, const ImportedRank& r, json head, const std::vector<Window>& windows,
+// The windows one at a time, each a frame (import_frames.h), so only one window is in memory as JSON.
+void write_windows(FrameSegmentWriter& out, const ImportedRank& r, const json& head, const std::vector<Window>& windows,
                    const WindowMembers& members) {
   const std::vector<int> parent = parents_of(r, ranges_by_thread(r));
-  // Names from an nsys export are bytes, not always UTF-8 (fuzz_nsys, tests/fuzz): JSON cannot
-  // hold those, so each bad sequence is written as U+FFFD rather than failing the whole file.
-  auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
-  std::string h = dump(head);
-  h.pop_back();
-  out << h << ",\"windows\":[";
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> seq;
   for (size_t w = 0; w < windows.size(); ++w) {
     json win = {{"index", w},
@@ -484,14 +477,14 @@ void write_windows(std::ostream& out, const ImportedRank& r, json head, const st
                 {"sections", sections_json(r, members.ranges[w], parent, windows[w].start_ns)}};
     if (!r.gpu.empty()) win["gpu"] = gpu_json(r, members.gpu[w], members.stream_events[w], windows[w].start_ns);
     if (!r.collectives.empty()) win["nccl"] = nccl_json(r, members.collectives[w], windows[w].start_ns, seq);
-    out << (w ? "," : "") << dump(win);
+    out.append(head, std::move(win));
   }
-  out << "]}\n";
 }
 
 }  // namespace
 
-std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, const std::string& run_id) {
+std::vector<std::string> write_rank_file(const ImportedRank& r, const std::string& run_dir, const std::string& run_id,
+                                         uint64_t segment_bytes) {
   const auto [lo, hi] = time_span(r);
   std::vector<int64_t> step_starts;
   for (const auto& x : r.ranges)
@@ -500,17 +493,9 @@ std::string write_rank_file(const ImportedRank& r, const std::string& run_dir, c
   const std::vector<Window> windows = windows_of(r, step_starts, lo, hi);
 
   fs::create_directories(run_dir);
-  const std::string name = fmt::format("rank{:05d}-{}-seg0000.json", r.rank, r.pid);
-  const fs::path path = fs::path(run_dir) / name, tmp = fs::path(run_dir) / ("." + name + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + tmp.string() + "'");
-    write_windows(out, r, rank_file_header(r, run_id, lo, windows.back().end_ns), windows, members_by_window(r, windows));
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + tmp.string() + "' (disk full?)");
-  }
-  fs::rename(tmp, path);
-  return path.string();
+  FrameSegmentWriter out(run_dir, r.rank, r.pid, segment_bytes);
+  write_windows(out, r, rank_file_header(r, run_id, lo, windows.back().end_ns), windows, members_by_window(r, windows));
+  return out.finish();
 }
 
 }  // namespace laggard::report

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "import_frames.h"
 #include "model.h"
 
 namespace laggard::report {
@@ -62,9 +63,12 @@ struct ImportedRank {
 // Every GPU activity gets the innermost range open on its launching thread at launch time.
 void attribute_sections(ImportedRank& rank);
 
-// Writes RUN_DIR/rank%05d-<pid>-seg0000.json and returns its path. Windows: one per profiler step
+// Writes RUN_DIR/rank%05d-<pid>-seg%04d.lgr, schema version 5 frames in as many segments as the
+// windows need (import_frames.h), and returns their paths in order. Windows: one per profiler step
 // when the trace has them (a step's window runs from its start to the next one's), else one.
-std::string write_rank_file(const ImportedRank& rank, const std::string& run_dir, const std::string& run_id);
+std::vector<std::string> write_rank_file(const ImportedRank& rank, const std::string& run_dir,
+                                         const std::string& run_id,
+                                         uint64_t segment_bytes = FrameSegmentWriter::kSegmentBytes);
 
 // "ProfilerStep#12" -> 12; -1 when the name is not a profiler step.
 int profiler_step_number(const std::string& name);

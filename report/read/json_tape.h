@@ -46,7 +46,7 @@ class JsonTape {
   // The first child of container i (its end is at(i).next).
   static size_t first_child(size_t i) { return i + 1; }
 
-  // Gives back the memory of a large text's tape (a thread keeps its tape for the next file).
+  // Gives back the memory of a huge text's tape (a thread keeps its tape for the next file).
   void release_if_large();
 
   // Value i as the DOM parse builds it (numbers keep their kind; a repeated key keeps the last),

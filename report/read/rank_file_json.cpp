@@ -138,8 +138,17 @@ ojson gpu_json(const ojson& gpu, std::string_view block, int64_t window_start) {
   if (in.left()) throw std::runtime_error("GPU block: bytes left over");
   ojson out = ojson::object();
   for (const auto& [key, value] : gpu.items()) {
+    if (key == "records_api") {  // imported traces: back where a JSON segment has it
+      records["api"] = value;
+      continue;
+    }
     out[key] = value;
     if (key == "strings") out["kernels"] = kernels;
+  }
+  if (records.contains("api")) {  // before "shapes", as the JSON writer of imports puts it
+    ojson shapes = std::move(records["shapes"]);
+    records.erase("shapes");
+    records["shapes"] = std::move(shapes);
   }
   out["records"] = std::move(records);
   return out;

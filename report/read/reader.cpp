@@ -1,15 +1,19 @@
 #include "reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <tuple>
 
@@ -162,25 +166,40 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
   return cw;
 }
 
-// The file's text, refusing files larger than `max_bytes` before reading them (a sparse or
-// runaway file is never read whole).
-std::string read_text(const fs::path& path, uint64_t max_bytes) {
-  std::error_code ec;
-  uint64_t size = fs::file_size(path, ec);
-  if (!ec && size > max_bytes)
+// The file's text into `text` (a thread's buffer, kept from file to file), refusing files larger
+// than `max_bytes` before reading them (a sparse or runaway file is never read whole). Sized once
+// from the file's size and read with read(2) straight into place: growing it 64 KiB at a time
+// copied and first-touched it again at every doubling.
+void read_text(const fs::path& path, uint64_t max_bytes, std::string& text) {
+  text.clear();
+  // O_NONBLOCK: a FIFO put in a rank file's place after the directory was listed must not hang us.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw std::runtime_error("cannot open file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
     throw std::runtime_error(fmt::format("file is {} bytes, more than the {} bytes a rank file may have "
-                                         "(--max-file-mb)", size, max_bytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open file");
-  std::string text;
-  std::vector<char> buf(1 << 16);
-  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-    text.append(buf.data(), static_cast<size_t>(in.gcount()));
-    if (text.size() > max_bytes)  // grew while being read
+                                         "(--max-file-mb)", static_cast<uint64_t>(st.st_size), max_bytes));
+  // One byte more than the size, so that a file growing while it is read is seen growing.
+  size_t want = st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : size_t{1} << 16;
+  size_t have = 0;
+  while (true) {
+    if (text.size() < have + 1) text.resize(std::max(want, have + (size_t{1} << 16)));
+    const ssize_t n = ::read(fd, text.data() + have, text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(fmt::format("cannot read file ({})", std::strerror(errno)));
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+    if (have > max_bytes)  // grew while being read
       throw std::runtime_error(fmt::format("file is more than the {} bytes a rank file may have (--max-file-mb)",
                                            max_bytes));
+    want = have * 2;
   }
-  return text;
+  text.resize(have);
 }
 
 }  // namespace
@@ -397,6 +416,9 @@ void add_nvtx_problems(const RankData& r, std::vector<Problem>& problems) {
                                     r.sections_filter, filtered)});
 }
 
+// A thread keeps its file buffer for the next file unless a file was larger than this.
+constexpr size_t kKeepText = size_t{64} << 20;
+
 std::string fmt_seconds(int64_t ns) { return fmt::format("{:.1f} s", double(ns) / 1e9); }
 
 // One file parsed on its own (any thread): its segment and strings, or why not.
@@ -408,13 +430,16 @@ struct ParsedFile {
 
 ParsedFile parse_file(const fs::path& f, uint64_t max_bytes) {
   ParsedFile p;
+  thread_local std::string text;  // each thread's file buffer, reused (see read_text)
   try {  // whatever one file holds, it costs at most that file
-    p.segment = parse_segment_text(read_text(f, max_bytes), f.string(), p.strings);
+    read_text(f, max_bytes, text);
+    p.segment = parse_segment_text(text, f.string(), p.strings);
   } catch (const std::exception& e) {
     p.error = e.what();
   } catch (...) {
     p.error = "unreadable";
   }
+  if (text.capacity() > kKeepText) std::string().swap(text);
   return p;
 }
 

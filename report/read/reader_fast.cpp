@@ -4,6 +4,7 @@
 #include <array>
 #include <climits>
 #include <initializer_list>
+#include <type_traits>
 
 #include "health_analysis.h"
 #include "reader_frames.h"
@@ -117,6 +118,10 @@ uint32_t gpu_lookup(const Value* v, size_t strings) {
   return static_cast<uint32_t>(i);
 }
 
+uint32_t mapped(const std::vector<uint32_t>& ids, uint32_t local) {
+  return local == StringTable::kNone ? local : ids[local];
+}
+
 void dims(const Ctx& c, const Value* v, uint32_t (&out)[3]) {
   if (!v || v->type != Type::array) return;
   size_t d = 0;
@@ -151,16 +156,127 @@ KernelWindowStats kernel_stats(const Ctx& c, const Value& k, size_t strings) {
   return st;
 }
 
+// JSON per-record columns (schema versions 2-4, "records"; LAGGARD_FILE_FORMAT=json and imported
+// traces): where each column starts on the tape, decoded once the window's strings are interned.
+// Each column is an array of n plain values, so record i of a column is tape value first + i.
+struct JsonRecords {
+  enum Column : size_t {
+    kind, name, section, start, dur, api_start, api_dur, tid, correlation, device, stream, shape, bytes,
+    copy_kind, flags, api, kColumns
+  };
+  static constexpr std::array<std::string_view, kColumns + 1> kNames = {
+      "kind",   "name",  "section", "start_offset_ns", "dur_ns", "api_start_offset_ns", "api_dur_ns", "tid",
+      "correlation", "device", "stream", "shape", "bytes", "copy_kind", "flags", "api", "shapes"};
+  size_t n = 0;
+  std::array<size_t, kColumns> first{};  // tape index of each column's first value; api: 0 when absent
+  std::vector<std::array<uint32_t, 6>> shapes;  // grid x, y, z, block x, y, z
+  bool present = false;
+
+  const Value& at(const JsonTape& tape, Column c, size_t i) const { return tape.at(first[c] + i); }
+};
+
 // The "gpu" object: what reader_gpu.cpp read_gpu_window() reads, string ids still local.
 struct GpuPart {
   LocalIds strings;
+  JsonRecords records;
+  const Value* records_api = nullptr;  // frames of imported traces (reader_gpu.cpp read_records_api)
 };
 
+// Checks the shape of the "records" object as reader_gpu.cpp would read it: every column an array
+// of as many plain values as "kind" (the DOM code requires all but "api" and "shapes"), and each
+// launch shape six whole numbers. The values themselves are checked as they are decoded.
+void read_record_columns(const Ctx& c, const Value& r, JsonRecords& out) {
+  std::array<const Value*, JsonRecords::kColumns + 1> cols;
+  c.members(r, JsonRecords::kNames, cols);
+  if (!cols[JsonRecords::kind] || cols[JsonRecords::kind]->type != Type::array) decline();
+  out.n = cols[JsonRecords::kind]->children;
+  for (size_t k = 0; k < JsonRecords::kColumns; ++k) {
+    const Value* col = cols[k];
+    if (!col) {
+      if (k == JsonRecords::api) continue;  // version 4, optional
+      decline();
+    }
+    const size_t first = c.index_of(*col) + 1;
+    // All n values plain (no array or object inside): value i is then at first + i.
+    if (col->type != Type::array || col->children != out.n || col->next != first + out.n) decline();
+    out.first[k] = first;
+  }
+  if (const Value* shapes = cols[JsonRecords::kColumns]) {
+    c.each(*shapes, [&](const Value& s) {
+      if (s.type != Type::array || s.children < 6) decline();
+      std::array<uint32_t, 6> shape;
+      size_t d = 0;
+      c.each(s, [&](const Value& v) {
+        if (d < 6) shape[d] = static_cast<uint32_t>(integer(&v, 0, UINT32_MAX));
+        ++d;
+      });
+      out.shapes.push_back(shape);
+    });
+  }
+  out.present = true;
+}
+
+// reader_gpu.cpp lookup() of a record's string, to a run-wide id.
+uint32_t record_string(const Value& v, const std::vector<uint32_t>& ids) {
+  return mapped(ids, gpu_lookup(&v, ids.size()));
+}
+
+// The records, as reader_gpu.cpp read_gpu_window() reads them from the DOM: the same checks on
+// every field of every record (declining where it would throw), into GpuActivity or, when the
+// report asks for compact records (DecodeGpuAsSpans), straight into GpuSpan.
+template <typename Record>
+void decode_json_records(const JsonTape& tape, const JsonRecords& r, int64_t window_start,
+                         const std::vector<uint32_t>& ids, std::vector<Record>& out) {
+  using C = JsonRecords;
+  constexpr bool kFull = std::is_same_v<Record, GpuActivity>;
+  out.reserve(out.size() + r.n);
+  for (size_t i = 0; i < r.n; ++i) {
+    Record a;
+    const int64_t k = integer(&r.at(tape, C::kind, i), 0, 255);
+    a.kind = k == 1 ? GpuKind::memcpy : k == 2 ? GpuKind::memset : GpuKind::kernel;
+    a.name = record_string(r.at(tape, C::name, i), ids);
+    a.section = record_string(r.at(tape, C::section, i), ids);
+    a.start_ns = window_start + offset_ns(&r.at(tape, C::start, i));
+    if (a.start_ns < 0) decline();
+    a.end_ns = a.start_ns + dur_ns(&r.at(tape, C::dur, i));
+    if (const int64_t ad = integer(&r.at(tape, C::api_dur, i), -1, values::kMaxDurNs); ad >= 0) {
+      a.api_start_ns = window_start + offset_ns(&r.at(tape, C::api_start, i));
+      a.api_end_ns = a.api_start_ns + ad;
+    }
+    const auto tid = static_cast<uint32_t>(integer(&r.at(tape, C::tid, i), 0, UINT32_MAX));
+    a.correlation = static_cast<uint32_t>(integer(&r.at(tape, C::correlation, i), 0, UINT32_MAX));
+    a.device = static_cast<int32_t>(integer(&r.at(tape, C::device, i), -1, INT32_MAX));
+    a.stream = static_cast<uint32_t>(integer(&r.at(tape, C::stream, i), 0, UINT32_MAX));
+    const int64_t sh = integer(&r.at(tape, C::shape, i), -1, INT32_MAX);
+    if (sh >= 0 && static_cast<size_t>(sh) >= r.shapes.size()) decline();
+    const uint64_t bytes = count(&r.at(tape, C::bytes, i));
+    const auto copy_kind = static_cast<uint8_t>(integer(&r.at(tape, C::copy_kind, i), 0, 255));
+    const int64_t f = integer(&r.at(tape, C::flags, i), 0, UINT32_MAX);
+    a.nccl = f & 1u;
+    const uint32_t api_name = r.first[C::api] ? record_string(r.at(tape, C::api, i), ids) : StringTable::kNone;
+    if constexpr (kFull) {
+      a.api_tid = tid;
+      if (sh >= 0) {
+        const auto& s = r.shapes[static_cast<size_t>(sh)];
+        for (size_t d = 0; d < 3; ++d) {
+          a.grid[d] = s[d];
+          a.block[d] = s[d + 3];
+        }
+      }
+      a.bytes = bytes;
+      a.copy_kind = copy_kind;
+      a.graph = f & 2u;
+      a.api_name = api_name;
+    }
+    out.push_back(a);
+  }
+}
+
 void read_gpu(const Ctx& c, const Value& g, CaptureWindow& out, GpuPart& part) {
-  static constexpr std::array<std::string_view, 11> kNames = {
+  static constexpr std::array<std::string_view, 12> kNames = {
       "sampled", "launches", "starved", "clock_problem", "strings", "kernels", "late", "stream_events", "records",
-      "shared", "missed_launches"};
-  std::array<const Value*, 11> f;
+      "shared", "missed_launches", "records_api"};
+  std::array<const Value*, 12> f;
   c.members(g, kNames, f);
   out.gpu_sampled = boolean_or(f[0], false, false);
   out.gpu_launches = unsigned_or_zero(f[1]);
@@ -182,18 +298,21 @@ void read_gpu(const Ctx& c, const Value& g, CaptureWindow& out, GpuPart& part) {
     });
   }
   if (f[7] && f[7]->type == Type::object) decline();  // imported traces: the DOM code reads them
-  if (f[8]) {  // JSON per-record columns: only the empty ones of a summaries window are read here
-    static constexpr std::array<std::string_view, 15> kColumns = {
-        "kind", "name", "section", "start_offset_ns", "dur_ns", "api_start_offset_ns", "api_dur_ns", "tid",
-        "correlation", "device", "stream", "shape", "bytes", "copy_kind", "flags"};
-    std::array<const Value*, 15> cols;
-    c.members(*f[8], kColumns, cols);
-    for (const Value* col : cols)
-      if (!col) decline();  // the DOM code requires every column
-    const Value& r = *f[8];
-    for (size_t i = c.index_of(r) + 1; i < r.next; i = c.at(i).next)
-      if (c.at(i).type != Type::array || c.at(i).children) decline();
-  }
+  if (f[8]) read_record_columns(c, *f[8], part.records);
+  part.records_api = f[11];
+}
+
+// reader_gpu.cpp read_records_api(): a frame's gpu.records_api, one string per record decoded.
+void apply_records_api(const Ctx& c, const Value* api, const std::vector<uint32_t>& ids, size_t decoded,
+                       GpuActivity* full) {
+  if (!api) return;
+  if (api->type != Type::array || api->children != decoded) decline();
+  size_t i = 0;
+  c.each(*api, [&](const Value& v) {
+    const uint32_t name = record_string(v, ids);
+    if (full) full[i].api_name = name;
+    ++i;
+  });
 }
 
 // The "nccl" object: reader_nccl.cpp read_nccl_window(), comm and string ids still local.
@@ -397,13 +516,9 @@ std::vector<uint32_t> intern_all(const LocalIds& local, StringTable& strings) {
   return ids;
 }
 
-uint32_t mapped(const std::vector<uint32_t>& ids, uint32_t local) {
-  return local == StringTable::kNone ? local : ids[local];
-}
-
 // Interns in the DOM code's order (GPU strings; each communicator's id and name; NCCL strings)
 // and turns the local indices into ids. The GPU block, whose ids are needed to decode it, last.
-void intern_window(const GpuPart* gpu, const NcclPart* nccl, StringTable& strings, CaptureWindow& cw,
+void intern_window(const Ctx& c, const GpuPart* gpu, const NcclPart* nccl, StringTable& strings, CaptureWindow& cw,
                    int64_t window_start, std::string_view binary_records) {
   if (gpu) {
     std::vector<uint32_t> ids = intern_all(gpu->strings, strings);
@@ -415,13 +530,23 @@ void intern_window(const GpuPart* gpu, const NcclPart* nccl, StringTable& string
       l.stats.section = mapped(ids, l.stats.section);
       l.stats.name = mapped(ids, l.stats.name);
     }
-    if (!binary_records.empty()) decode_gpu_block(binary_records, window_start, ids, cw);  // may throw: declines
+    if (!binary_records.empty()) {
+      const size_t gpu_before = cw.gpu.size(), spans_before = cw.gpu_spans.size();
+      decode_gpu_block(binary_records, window_start, ids, cw);  // may throw: declines
+      const size_t full = cw.gpu.size() - gpu_before;
+      apply_records_api(c, gpu->records_api, ids, full + cw.gpu_spans.size() - spans_before,
+                        full ? cw.gpu.data() + gpu_before : nullptr);
+    } else if (gpu->records.present && decoding_gpu_as_spans()) {
+      decode_json_records(c.tape, gpu->records, window_start, ids, cw.gpu_spans);
+    } else if (gpu->records.present) {
+      decode_json_records(c.tape, gpu->records, window_start, ids, cw.gpu);
+    }
   }
   if (!nccl) return;
   std::vector<std::pair<uint32_t, uint32_t>> comms;  // id, name
-  for (const NcclPart::Comm& c : nccl->comms) {
-    uint32_t id = strings.intern(std::string(c.id));
-    comms.push_back({id, c.name.empty() ? StringTable::kNone : strings.intern(std::string(c.name))});
+  for (const NcclPart::Comm& comm : nccl->comms) {
+    uint32_t id = strings.intern(std::string(comm.id));
+    comms.push_back({id, comm.name.empty() ? StringTable::kNone : strings.intern(std::string(comm.name))});
   }
   std::vector<uint32_t> ids = intern_all(nccl->strings, strings);
   for (size_t i = 0; i < cw.collectives.size(); ++i) {
@@ -455,7 +580,7 @@ void read_window(const Ctx& c, const Value& w, StringTable& strings, uint64_t& f
   // Rare parts, read by the DOM code from their own small DOM.
   if (f[7] && f[7]->type == Type::object) read_gpu_health_window(c.tape.to_json(c.index_of(*f[7])), cw);
   if (f[8]) read_paused_window(c.tape.to_json(c.index_of(*f[8])), cw);
-  intern_window(has_gpu ? &gpu : nullptr, has_nccl ? &nccl : nullptr, strings, cw, cw.start_ns, binary_records);
+  intern_window(c, has_gpu ? &gpu : nullptr, has_nccl ? &nccl : nullptr, strings, cw, cw.start_ns, binary_records);
 }
 
 }  // namespace

@@ -50,12 +50,22 @@ uint64_t load_le(const char* p) {
 
 // The frame at some offset, decompressed, or what is wrong with it.
 struct Payload {
-  std::string bytes;
-  size_t frame_size = 0;  // head + stored bytes
-  std::string problem;    // empty: whole and checked
+  std::string_view bytes;  // into the file's text, or into the thread's frame buffer
+  size_t frame_size = 0;   // head + stored bytes
+  std::string problem;     // empty: whole and checked
 };
 
 Payload fail(std::string why) { return {{}, 0, std::move(why)}; }
+
+// Each thread decompresses every frame into one buffer, kept from frame to frame and file to
+// file unless a frame was unusually large: a new buffer per frame is fresh memory the kernel must
+// fault in and zero page by page (about 14 us per 4 KiB page on a VM, issue 29).
+std::string& frame_buffer() {
+  thread_local std::string buffer;
+  constexpr size_t kKeep = size_t{64} << 20;
+  if (buffer.capacity() > kKeep) std::string().swap(buffer);
+  return buffer;
+}
 
 Payload frame_payload(std::string_view text, size_t at) {
   if (text.size() - at < kFrameHead) return fail("a frame header cut off");
@@ -72,16 +82,18 @@ Payload frame_payload(std::string_view text, size_t at) {
   p.frame_size = kFrameHead + stored;
   if (compression == 0) {
     if (raw != stored) return fail("a frame of inconsistent size");
-    p.bytes.assign(body);
+    p.bytes = body;
     return p;
   }
   if (compression != 1) return fail(fmt::format("a frame of unknown compression {}", compression));
-  p.bytes.assign(raw, '\0');
+  std::string& buffer = frame_buffer();
+  if (buffer.size() < raw) buffer.resize(raw);
   // One context per thread: ZSTD_decompress() would allocate (and page in) a new one per frame.
   thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   if (!dctx) return fail("a frame that cannot be decompressed here (out of memory)");
-  size_t n = ZSTD_decompressDCtx(dctx.get(), p.bytes.data(), p.bytes.size(), body.data(), body.size());
+  size_t n = ZSTD_decompressDCtx(dctx.get(), buffer.data(), raw, body.data(), body.size());
   if (ZSTD_isError(n) || n != raw) return fail("a frame that does not decompress");
+  p.bytes = std::string_view(buffer.data(), raw);
   return p;
 }
 
@@ -189,6 +201,7 @@ Columns read_columns(BlockReader& in, size_t n) {
 
 DecodeGpuAsSpans::DecodeGpuAsSpans(bool on) : previous_(gpu_as_spans) { gpu_as_spans = on; }
 DecodeGpuAsSpans::~DecodeGpuAsSpans() { gpu_as_spans = previous_; }
+bool decoding_gpu_as_spans() { return gpu_as_spans; }
 
 bool is_frame_file(std::string_view text) { return text.size() >= 4 && std::memcmp(text.data(), kMagic, 4) == 0; }
 

@@ -44,6 +44,9 @@ class DecodeGpuAsSpans {
   bool previous_;
 };
 
+// Whether a DecodeGpuAsSpans is on for this thread (the JSON records' fast path reads it too).
+bool decoding_gpu_as_spans();
+
 // Decodes a frame's GPU block (records, then kernel statistics, as fixed-width columns) into
 // out.gpu (or out.gpu_spans, see above) and out.kernel_stats. `ids` maps the window's string indices to run-wide ids. Throws
 // std::runtime_error naming what is impossible.

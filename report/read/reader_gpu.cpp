@@ -94,6 +94,20 @@ void read_late(const json& g, const std::vector<uint32_t>& ids, CaptureWindow& o
   }
 }
 
+// Frames of imported traces: gpu.records_api, the launching call of each record of the GPU block
+// (which has no column for it), as records.api does in JSON. `full`: the records decoded into
+// out.gpu from `first` on; as spans (which do not keep it) it is checked alike, then dropped.
+void read_records_api(const json& g, const std::vector<uint32_t>& ids, size_t decoded, GpuActivity* full) {
+  auto it = g.find("records_api");
+  if (it == g.end()) return;
+  if (!it->is_array() || it->size() != decoded)
+    throw std::runtime_error("gpu.records_api differs in length from the records");
+  for (size_t i = 0; i < decoded; ++i) {
+    const uint32_t name = lookup(ids, (*it)[i]);
+    if (full) full[i].api_name = name;
+  }
+}
+
 }  // namespace
 
 void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, CaptureWindow& out,
@@ -111,7 +125,13 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
   read_late(g, ids, out);
 
   read_stream_events(g, window_start, ids, out);
-  if (!binary_records.empty()) return decode_gpu_block(binary_records, window_start, ids, out);
+  if (!binary_records.empty()) {
+    const size_t gpu_before = out.gpu.size(), spans_before = out.gpu_spans.size();
+    decode_gpu_block(binary_records, window_start, ids, out);
+    const size_t full = out.gpu.size() - gpu_before;
+    return read_records_api(g, ids, full + out.gpu_spans.size() - spans_before,
+                            full ? out.gpu.data() + gpu_before : nullptr);
+  }
   auto it = g.find("records");
   if (it == g.end()) return;
   const json& r = *it;

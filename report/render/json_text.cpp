@@ -1,5 +1,6 @@
 #include "json_text.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "parallel.h"
@@ -63,11 +64,23 @@ void write_json_indented(const json& value, std::ostream& out) {
   std::vector<size_t> dumps;
   for (size_t i = 0; i < pieces.size(); ++i)
     if (pieces[i].value) dumps.push_back(i);
-  parallel_for(dumps.size(), [&](size_t k) {
-    Piece& p = pieces[dumps[k]];
-    p.text = dumped_at(*p.value, p.level);
-  });
-  for (const Piece& p : pieces) out << p.text;
+  // A batch of values at a time, written out and freed before the next (issue 29: at 100,000
+  // ranks the whole text, half a gigabyte, was held until the end, in memory first touched for it).
+  constexpr size_t kBatch = 4096;  // values per batch: a few MB of text, one thread start per batch
+  size_t written = 0;
+  for (size_t first = 0; first < dumps.size(); first += kBatch) {
+    const size_t n = std::min(kBatch, dumps.size() - first);
+    parallel_for(n, [&](size_t k) {
+      Piece& p = pieces[dumps[first + k]];
+      p.text = dumped_at(*p.value, p.level);
+    });
+    const size_t upto = first + n < dumps.size() ? dumps[first + n] : pieces.size();
+    for (; written < upto; ++written) {
+      out << pieces[written].text;
+      std::string().swap(pieces[written].text);
+    }
+  }
+  for (; written < pieces.size(); ++written) out << pieces[written].text;
 }
 
 }  // namespace laggard::report

@@ -38,7 +38,7 @@ inline void report_imported(const laggard::report::ImportedRank& r) {
   std::filesystem::remove_all(run);
   std::string path;
   try {
-    path = laggard::report::write_rank_file(r, run.string(), "fuzz");
+    path = laggard::report::write_rank_file(r, run.string(), "fuzz").at(0);
   } catch (const std::runtime_error&) {
     return;
   }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "import_command.h"
@@ -368,7 +369,7 @@ TEST(ImportNsys, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
             SQLITE_OK);
   sqlite3_close(db);
   ImportedRank r = import_nsys(file);
-  std::string path = write_rank_file(r, (tmp.path / "run").string(), "utf8");
+  write_rank_file(r, (tmp.path / "run").string(), "utf8");
   RunModel m = read_run((tmp.path / "run").string());
   ASSERT_EQ(m.ranks.size(), 1u);
   ASSERT_EQ(m.ranks[0].windows.at(0).gpu.size(), 1u);
@@ -381,6 +382,80 @@ TEST(ImportNsys, RankFromFileName) {
   EXPECT_EQ(rank_from_file_name("run_rank_12.sqlite"), 12);
   EXPECT_EQ(rank_from_file_name("RANK-7.nsys.sqlite"), 7);
   EXPECT_EQ(rank_from_file_name("profile.sqlite"), -1);
+}
+
+// A Kineto trace as PyTorch writes it: per step a ProfilerStep#N range, then per kernel its
+// cudaLaunchKernel and the kernel (the shape of bench/import-kineto's generated traces).
+std::string generated_trace(int steps, int kernels) {
+  std::string t = R"x({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},)x"
+                  "\n\"baseTimeNanoseconds\": 1711964646000000000, \"traceEvents\": [\n";
+  int64_t corr = 1;
+  for (int s = 0; s < steps; ++s) {
+    const double ts = 1000.0 + 5000.0 * s;
+    t += fmt::format(R"x({{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{}", "pid": 7, "tid": 7, )x"
+                     R"x("ts": {:.3f}, "dur": 4900.0}},)x" "\n", s, ts);
+    for (int k = 0; k < kernels; ++k, ++corr) {
+      const double at = ts + 10.0 * k;
+      t += fmt::format(R"x({{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, )x"
+                       R"x("ts": {:.3f}, "dur": 4.25, "args": {{"correlation": {}}}}},)x" "\n", at + 1.125, corr);
+      t += fmt::format(R"x({{"ph": "X", "cat": "kernel", "name": "gemm_{}<float>(float const*)", "pid": 0, "tid": 7, )x"
+                       R"x("ts": {:.3f}, "dur": 9.5, "args": {{"device": 0, "stream": 7, "correlation": {}, )x"
+                       R"x("grid": [64, 1, 1], "block": [256, 1, 1]}}}},)x" "\n", k % 13, at + 6.0, corr);
+    }
+  }
+  t += R"x({"ph": "i", "cat": "marker", "name": "end", "pid": 7, "tid": 7, "ts": 1.0}]})x";
+  return t + "\n";
+}
+
+// Issue 24 item 9 / issue 29: a valid 290 MB trace imported into one 273 MB rank file that
+// `laggard report` then refused (over --max-file-mb) and said "0 of -1 ranks". Import writes what
+// report reads: frames in segments, none near the limit, every window read back. Scaled down
+// here: 2 KiB segments and a 16 KiB limit stand for 32 MiB and 256 MiB.
+TEST(ImportKineto, ALargeTraceImportsIntoSegmentsTheReportReadsWhole) {
+  laggard::testing::TempDir tmp;
+  const int steps = 60, kernels = 40;
+  spit(tmp.path / "big.json", generated_trace(steps, kernels));
+  ImportedRank r = import_kineto((tmp.path / "big.json").string());
+  ASSERT_EQ(r.gpu.size(), size_t(steps * kernels));
+  const std::string run = (tmp.path / "run").string();
+  const std::vector<std::string> paths = write_rank_file(r, run, "run", 2048);
+  ASSERT_GT(paths.size(), 3u);
+  uint64_t total = 0;
+  for (const std::string& p : paths) {
+    EXPECT_EQ(fs::path(p).extension(), ".lgr");
+    EXPECT_LT(fs::file_size(p), 16u << 10) << p;
+    total += fs::file_size(p);
+  }
+  ReadOptions opts;
+  opts.max_file_bytes = 16 << 10;
+  ASSERT_GT(total, opts.max_file_bytes) << "the trace must be larger than one file may be";
+  RunModel m = read_run(run, opts);
+  for (const auto& p : m.problems) EXPECT_NE(p.kind, "unreadable_file") << p.message;
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].rank, 3);
+  EXPECT_EQ(m.world_size, 8);
+  EXPECT_EQ(m.ranks[0].files.size(), paths.size());
+  size_t gpu = 0, steps_seen = 0;
+  for (const auto& w : m.ranks[0].windows) {
+    gpu += w.gpu.size();
+    for (const auto& sec : w.sections) steps_seen += sec.name == "ProfilerStep" ? sec.count : 0;
+    for (const auto& a : w.gpu) EXPECT_EQ(m.strings.at(a.api_name), "cudaLaunchKernel");
+  }
+  EXPECT_EQ(gpu, size_t(steps * kernels));
+  EXPECT_EQ(steps_seen, size_t(steps));
+  EXPECT_EQ(m.ranks[0].windows.size(), size_t(steps));  // one per step; the first step opens the trace
+  // And the report command over it, at that limit: every rank read, not "0 of -1 ranks".
+  laggard::cli::ReportOptions o;
+  o.dir = run;
+  o.format = "json";
+  o.read.max_file_bytes = opts.max_file_bytes;
+  std::ostringstream out, err;
+  ASSERT_EQ(laggard::cli::report_command(o, out, err), 0) << err.str();
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j.at("ranks").size(), 1u);
+  EXPECT_EQ(j.at("ranks")[0].at("rank"), 3);
+  EXPECT_EQ(j.at("ranks")[0].at("windows"), m.ranks[0].windows.size());
+  EXPECT_EQ(out.str().find("unreadable_file"), std::string::npos);
 }
 
 // `laggard trace` on an imported run: every rank's kernels, copies and ranges on one timeline.

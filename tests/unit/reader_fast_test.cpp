@@ -13,6 +13,8 @@
 
 #include "json_tape.h"
 #include "reader_fast.h"
+#include "reader_frames.h"
+#include "reader_gpu.h"
 #include "reader_segment.h"
 
 namespace reader_fast_test {
@@ -119,6 +121,16 @@ std::string describe(const rep::Segment& s, const rep::StringTable& t) {
         << k.count << " " << k.total_ns << " " << k.min_ns << " " << k.max_ns << " " << k.median_ns << "\n";
     };
     for (const auto& k : w.kernel_stats) o << " kernel ", stats(k);
+    for (const rep::GpuActivity& a : w.gpu)
+      o << " record " << int(a.kind) << " " << t.at(a.name) << "|" << t.at(a.section) << "|" << t.at(a.api_name) << " "
+        << a.start_ns << " " << a.end_ns << " " << a.api_start_ns << " " << a.api_end_ns << " " << a.api_tid << " "
+        << a.correlation << " " << a.device << " " << a.stream << " " << a.grid[0] << "," << a.grid[1] << ","
+        << a.grid[2] << " " << a.block[0] << "," << a.block[1] << "," << a.block[2] << " " << a.bytes << " "
+        << int(a.copy_kind) << " " << a.nccl << a.graph << "\n";
+    for (const rep::GpuSpan& a : w.gpu_spans)
+      o << " span " << int(a.kind) << " " << t.at(a.name) << "|" << t.at(a.section) << " " << a.start_ns << " "
+        << a.end_ns << " " << a.api_start_ns << " " << a.api_end_ns << " " << a.correlation << " " << a.device << " "
+        << a.stream << " " << a.nccl << "\n";
     for (const auto& l : w.gpu_late) o << " late " << l.window << " ", stats(l.stats);
     for (const rep::Collective& c : w.collectives)
       o << " op " << t.at(c.comm) << "|" << t.at(c.comm_name) << " " << c.comm_nranks << " " << c.comm_rank << " "
@@ -133,13 +145,16 @@ std::string describe(const rep::Segment& s, const rep::StringTable& t) {
   return o.str();
 }
 
-// How the file reads: its segment described, or the error that made it unreadable.
-std::string read_as(const std::string& text, bool fast) {
+// How the file reads: its segment described, or the error that made it unreadable; `spans`: as
+// `laggard report` reads per-kernel records (ReadOptions::compact_gpu).
+std::string read_as(const std::string& text, bool fast, bool spans = false) {
   rep::use_fast_reader(fast);
+  rep::DecodeGpuAsSpans as_spans(spans);
   rep::StringTable strings;
   std::string out;
   try {
     rep::Segment s = rep::parse_segment_text(text, "rank3.json", strings);
+    if (spans) rep::compact_gpu_records(s.windows);  // as the reader does after each file
     out = describe(s, strings);
   } catch (const std::exception& e) {
     out = std::string("error: ") + e.what();
@@ -150,6 +165,38 @@ std::string read_as(const std::string& text, bool fast) {
 
 void expect_same_reading(const std::string& text, const std::string& what) {
   EXPECT_EQ(read_as(text, true), read_as(text, false)) << what;
+}
+
+// Issue 29: per-kernel records in JSON (LAGGARD_FILE_FORMAT=json, older files) are read straight
+// from the tape: kernels with launch shapes and known and unknown launches, a memcpy, an imported
+// trace's launching-call names ("api", version 4).
+json with_records(json f, bool api) {
+  for (json& w : f["windows"]) {
+    json& r = w["gpu"]["records"];
+    r["kind"] = {0, 0, 1, 0};
+    r["name"] = {1, 1, 2, nullptr};
+    r["section"] = {0, -1, 0, 0};
+    r["start_offset_ns"] = {100, 250, -40, 9000};
+    r["dur_ns"] = {50, 60, 7, 0};
+    r["api_start_offset_ns"] = {90, 0, -60, 8000};
+    r["api_dur_ns"] = {5, -1, 3, 0};
+    r["tid"] = {7, 7, 8, 4294967295u};
+    r["correlation"] = {11, 12, 13, 0};
+    r["device"] = {0, 1, -1, 2147483647};
+    r["stream"] = {7, 7, 13, 0};
+    r["shape"] = {0, 1, -1, 0};
+    r["bytes"] = {0, 0, 4096, 0};
+    r["copy_kind"] = {0, 0, 1, 0};
+    r["flags"] = {0, 2, 0, 1};
+    r["shapes"] = {{64, 2, 1, 128, 1, 1}, {1, 1, 1, 32, 1, 1, 99}};
+    if (api) r["api"] = {1, -1, 2, nullptr};
+  }
+  return f;
+}
+
+void expect_same_records(const std::string& text, const std::string& what) {
+  EXPECT_EQ(read_as(text, true), read_as(text, false)) << what;
+  EXPECT_EQ(read_as(text, true, true), read_as(text, false, true)) << what << " (as spans)";
 }
 
 TEST(ReaderFast, AcceptsAWindowOfEveryPartItReads) {
@@ -251,6 +298,73 @@ TEST(ReaderFast, MalformedWindowsGiveTheSameProblemsAsTheDomCode) {
     json f = rank_file(5);
     c.edit(f["windows"][1]);
     expect_same_reading(f.dump(), c.what);
+  }
+}
+
+TEST(ReaderFast, PerKernelRecordsReadAsTheDomCodeReadsThem) {
+  for (int version : {2, 3, 4, 5})
+    for (bool api : {false, true}) {
+      std::string text = with_records(rank_file(version), api).dump();
+      const std::string fast = read_as(text, true);
+      EXPECT_EQ(fast, read_as(text, false)) << version << api;
+      EXPECT_EQ(read_as(text, true, true), read_as(text, false, true)) << version << api;
+      EXPECT_NE(fast.find(" record 0 gemm_kernel|fwd|"), std::string::npos) << fast;
+    }
+  // The fast path takes them: it reads the window without declining.
+  json f = with_records(rank_file(5), true);
+  rep::JsonTape tape;
+  ASSERT_TRUE(tape.parse(f["windows"][1].dump()));
+  rep::StringTable strings;
+  rep::CaptureWindow cw;
+  uint64_t folded = 0;
+  ASSERT_TRUE(rep::read_window_fast(tape, 0, 5, strings, folded, cw));
+  ASSERT_EQ(cw.gpu.size(), 4u);
+  EXPECT_EQ(cw.gpu[0].grid[0], 64u);
+  EXPECT_EQ(cw.gpu[1].block[0], 32u);
+  EXPECT_EQ(strings.at(cw.gpu[0].api_name), "gemm_kernel");
+}
+
+// Each malformed record: the same windows kept, the same notes, the same error, whether the
+// records are read in full or as spans.
+TEST(ReaderFast, MalformedRecordsGiveTheSameProblemsAsTheDomCode) {
+  const std::vector<std::pair<const char*, std::function<void(json&)>>> cases = {
+      {"kind 256", [](json& r) { r["kind"][1] = 256; }},
+      {"kind float", [](json& r) { r["kind"][1] = 1.0; }},
+      {"name out of range", [](json& r) { r["name"][0] = 3; }},
+      {"name -2", [](json& r) { r["name"][0] = -2; }},
+      {"section a string", [](json& r) { r["section"][0] = "fwd"; }},
+      {"start before 1970", [](json& r) { r["start_offset_ns"][0] = -(int64_t{1} << 52); }},
+      {"start far", [](json& r) { r["start_offset_ns"][0] = int64_t{1} << 60; }},
+      {"negative duration", [](json& r) { r["dur_ns"][2] = -1; }},
+      {"api duration -2", [](json& r) { r["api_dur_ns"][0] = -2; }},
+      {"api start far, launch unknown", [](json& r) { r["api_start_offset_ns"][1] = int64_t{1} << 60; }},
+      {"api start far, launch known", [](json& r) { r["api_start_offset_ns"][0] = int64_t{1} << 60; }},
+      {"tid 2^32", [](json& r) { r["tid"][0] = uint64_t{1} << 32; }},
+      {"correlation negative", [](json& r) { r["correlation"][0] = -1; }},
+      {"device -2", [](json& r) { r["device"][0] = -2; }},
+      {"stream null", [](json& r) { r["stream"][0] = nullptr; }},
+      {"shape out of range", [](json& r) { r["shape"][0] = 2; }},
+      {"shape short", [](json& r) { r["shapes"][0] = {64, 2, 1}; }},
+      {"shape negative dim", [](json& r) { r["shapes"][1][4] = -1; }},
+      {"shape not an array", [](json& r) { r["shapes"][0] = 3; }},
+      {"shapes an object", [](json& r) { r["shapes"] = json::object(); }},
+      {"shapes missing", [](json& r) { r.erase("shapes"); }},
+      {"unused shape bad", [](json& r) { r["shapes"].push_back({"x"}); }},
+      {"bytes negative", [](json& r) { r["bytes"][2] = -4096; }},
+      {"copy kind 300", [](json& r) { r["copy_kind"][2] = 300; }},
+      {"flags negative", [](json& r) { r["flags"][0] = -1; }},
+      {"column short", [](json& r) { r["dur_ns"].erase(0); }},
+      {"column nested", [](json& r) { r["dur_ns"][0] = {50}; }},
+      {"column missing", [](json& r) { r.erase("bytes"); }},
+      {"kind an object", [](json& r) { r["kind"] = json::object(); }},
+      {"api short", [](json& r) { r["api"] = {1}; }},
+      {"api out of range", [](json& r) { r["api"][0] = 9; }},
+      {"records an array", [](json& r) { r = json::array(); }},
+  };
+  for (const auto& [what, edit] : cases) {
+    json f = with_records(rank_file(4), true);
+    edit(f["windows"][1]["gpu"]["records"]);
+    expect_same_records(f.dump(), what);
   }
 }
 

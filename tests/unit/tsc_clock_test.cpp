@@ -138,5 +138,74 @@ TEST(TscClock, PointsTooCloseOrPreemptedAreIgnored) {
   EXPECT_FALSE(c.first_fit_due(3'000'000'000));
 }
 
+// Issue 29: from activation on, ranges read the counter through a provisional line (two points
+// taken a few hundred microseconds apart) instead of clock_gettime until the first fit; the
+// first fit then takes over as a refit does: the state says so, and the line never goes back.
+TEST(TscClock, AProvisionalLineRunsUntilTheFirstFitReplacesIt) {
+  TscClock c;
+  c.configure(ClockChoice::tsc, true);
+  c.calibrate({1'000'000'000, 1'000'000'000, 50});
+  EXPECT_TRUE(c.provisional_wanted());
+  // 500 us apart with 50 ns brackets: the rate is known to 200 ppm.
+  const char* state = c.provisional({1'000'500'000, 1'000'500'000, 50});
+  ASSERT_NE(state, nullptr);
+  EXPECT_NE(std::string(state).find("provisional, 1.0000 GHz"), std::string::npos) << state;
+  EXPECT_TRUE(c.active());
+  EXPECT_FALSE(c.provisional_wanted());
+  EXPECT_TRUE(c.first_fit_due(1'100'000'000));  // the first fit is still to come, on time
+  // The counter really runs 100 ppm faster than the provisional rate: the first fit, 100 ms
+  // after the first point, finds the line 10 us ahead and slows it rather than setting it back.
+  EXPECT_STREQ(c.calibrate({1'100'000'000, 1'099'990'000, 50}), "tsc (1.0001 GHz counter)");
+  EXPECT_EQ(c.last_error_ns(), 10'000);
+  EXPECT_TRUE(c.active());
+  EXPECT_FALSE(c.first_fit_due(2'000'000'000));
+  EXPECT_EQ(c.fits(), 1u);  // the provisional line is not a fit
+}
+
+TEST(TscClock, NoProvisionalLineFromPointsTooCloseForTheirBrackets) {
+  TscClock c;
+  c.configure(ClockChoice::tsc, true);
+  c.calibrate({1'000'000'000, 1'000'000'000, 2'000});
+  // 2 us brackets 1 ms apart: 4,000 ppm, not taken; a farther point may still do.
+  EXPECT_EQ(c.provisional({1'001'000'000, 1'001'000'000, 2'000}), nullptr);
+  EXPECT_FALSE(c.active());
+  EXPECT_TRUE(c.provisional_wanted());
+  EXPECT_NE(c.provisional({1'010'000'000, 1'010'000'000, 2'000}), nullptr);
+  EXPECT_TRUE(c.active());
+  // Nor where the counter may not be used at all.
+  TscClock off;
+  off.configure(ClockChoice::monotonic, true);
+  off.calibrate({1'000'000'000, 1'000'000'000, 50});
+  EXPECT_FALSE(off.provisional_wanted());
+  EXPECT_EQ(off.provisional({1'010'000'000, 1'010'000'000, 50}), nullptr);
+  EXPECT_FALSE(off.active());
+}
+
+// On this machine's own counter: a provisional line from activation is within microseconds of
+// clock_gettime and hands over to the first fit without going back.
+TEST(TscClock, ProvisionalLineOnTheRealCounterHandsOverWithoutGoingBack) {
+  if (!have_counter()) GTEST_SKIP() << "no CPU counter on this architecture";
+  TscClock c;
+  c.configure(ClockChoice::tsc, true);
+  c.calibrate(TscClock::measure());
+  const int64_t deadline = mono_ns() + 50'000'000;  // a loaded machine preempts brackets: retry
+  while (c.provisional_wanted() && mono_ns() < deadline) c.provisional(TscClock::measure());
+  if (!c.active()) GTEST_SKIP() << "no two clean brackets in 50 ms (machine too loaded)";
+  int64_t prev = c.now_ns(), worst = 0;
+  const int64_t end = mono_ns() + 150'000'000;
+  while (mono_ns() < end) {
+    int64_t a = mono_ns();
+    int64_t t = c.now_ns();
+    int64_t b = mono_ns();
+    if (b - a < 5'000) worst = std::max(worst, t < a ? a - t : t > b ? t - b : 0);
+    ASSERT_GE(t, prev);
+    prev = t;
+    if (c.first_fit_due(b)) c.calibrate(TscClock::measure());
+  }
+  EXPECT_TRUE(c.active()) << c.state();
+  EXPECT_EQ(std::string(c.state()).find("provisional"), std::string::npos) << c.state();
+  EXPECT_LT(worst, 100'000) << "worst error " << worst << " ns";
+}
+
 }  // namespace
 }  // namespace laggard
