@@ -1,6 +1,5 @@
 #include "reader_cpu_wait.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "reader_values.h"
@@ -8,8 +7,9 @@
 namespace laggard::report {
 namespace {
 
-// "nvtx": {"threads": N, "end_offset_ns": [...], "wait_ns": [...]}: in time order, each wait no
-// longer than its tick times its threads.
+// "nvtx": {"threads": N, "end_offset_ns": [...], "wait_ns": [...]}: in time order. A tick may end
+// after its window (the last one is read just after the window closed) and its wait may exceed its
+// length (several threads waiting at once).
 void read_nvtx_ticks(const nlohmann::json& v, const CaptureWindow& cw, CpuWait& c) {
   if (!v.is_object()) throw std::runtime_error("cpu_wait nvtx is not an object");
   c.nvtx_threads = static_cast<uint32_t>(values::integer(v.at("threads"), 0, 1 << 20, "cpu_wait nvtx threads"));
@@ -22,8 +22,6 @@ void read_nvtx_ticks(const nlohmann::json& v, const CaptureWindow& cw, CpuWait& 
     const int64_t end = cw.start_ns + values::offset_ns(ends[i], "cpu_wait nvtx end_offset_ns");
     const int64_t wait = values::dur_ns(waits[i], "cpu_wait nvtx wait_ns");
     if (end < prev) throw std::runtime_error("cpu_wait nvtx ticks are not in time order");
-    if (double(wait) > (double(end - prev) + 1e9) * std::max<uint32_t>(1, c.nvtx_threads))
-      throw std::runtime_error("cpu_wait nvtx: a tick waits longer than it lasted");
     c.nvtx_ticks.emplace_back(end, wait);
     prev = end;
   }
@@ -40,11 +38,9 @@ void read_cpu_wait_window(const nlohmann::json& v, CaptureWindow& cw) {
   if (auto it = v.find("max_thread_wait_ns"); it != v.end())
     c.max_thread_wait_ns = values::dur_ns(*it, "cpu_wait max_thread_wait_ns");
   if (auto it = v.find("timeslices"); it != v.end()) c.timeslices = values::count(*it, "cpu_wait timeslices");
-  // A thread cannot wait longer than the window lasted (the first window may start a tick late).
-  const double span = double(cw.end_ns - cw.start_ns) + 1e9;
-  if (double(c.max_thread_wait_ns) > span || double(c.wait_ns) > span * double(c.threads) ||
-      c.max_thread_wait_ns > c.wait_ns)
-    throw std::runtime_error("cpu_wait waits longer than its window");
+  // No bound by the window's length: the counters are read when the flush thread gets to it just
+  // after the window closed, which on a starved machine (or under ThreadSanitizer) can be seconds later.
+  if (c.max_thread_wait_ns > c.wait_ns) throw std::runtime_error("cpu_wait: one thread waited more than all");
   if (auto it = v.find("nvtx"); it != v.end()) read_nvtx_ticks(*it, cw, c);
   cw.cpu_wait = std::make_shared<const CpuWait>(std::move(c));
 }

@@ -8,9 +8,9 @@
 
 namespace laggard::report {
 
-// Reads it into cw.cpu_wait (needs cw's start and end); throws on an impossible value (the window is then left out, as for
-// any impossible value): not an object, a negative or non-integer time, a wait longer than the
-// window times its threads.
+// Reads it into cw.cpu_wait (needs cw's start); throws on an impossible value (the window is then
+// left out, as for any impossible value): not an object, a negative or non-integer time, ticks out
+// of time order, one thread waiting more than all.
 void read_cpu_wait_window(const nlohmann::json& v, CaptureWindow& cw);
 
 }  // namespace laggard::report
