@@ -135,7 +135,7 @@ std::vector<std::string> topmost(const std::vector<std::string>& below, const Se
 bool keep_own_part(Candidate& p, const std::vector<std::string>& longer, const RelativeExcess& rel,
                    const VerdictContext& c) {
   const std::string& name = p.signal->name;
-  std::vector<double> own, shares;
+  std::vector<double> own;
   std::map<std::string, std::vector<double>> theirs;
   for (int k = p.x.first; k <= p.x.last; ++k) {
     double e = rel.at(name, p.x.rank, k);
@@ -153,7 +153,7 @@ bool keep_own_part(Candidate& p, const std::vector<std::string>& longer, const R
   const double before = p.x.median_excess_ns, after = median(own);
   double sum = 0;
   for (double e : own) sum += e;
-  if (before <= 0 || after < c.criteria.min_excess_ns || after < c.excess.min_cost_share * c.step_ns) return false;
+  if (before <= 0 || after < c.criteria.min_excess_ns) return false;  // min_excess_ns holds the cost share too
   p.x.z *= after / before;
   if (p.x.z < c.criteria.z_crit) return false;
   p.x.median_excess_ns = after;
