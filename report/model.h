@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,18 @@ struct PausedPeriod {
   bool ongoing = false;              // still paused at the end of the rank's data
 };
 
+// Issue 30 (docs/schema.md, "Issue 30: CPU wait"): how long the rank's threads waited for a CPU
+// during a window, from their /proc schedstat.
+struct CpuWait {
+  uint32_t threads = 0;
+  int64_t run_ns = 0, wait_ns = 0, max_thread_wait_ns = 0;
+  uint64_t timeslices = 0;
+  // The NVTX threads' wait tick by tick (about every 50 ms): each entry from the previous one's
+  // end (the window's start for the first) to end_ns (epoch ns). Empty: not recorded.
+  uint32_t nvtx_threads = 0;
+  std::vector<std::pair<int64_t, int64_t>> nvtx_ticks;  // (end_ns, wait_ns)
+};
+
 struct CaptureWindow {
   uint64_t index = 0;
   int64_t start_ns = 0, end_ns = 0;
@@ -208,6 +221,9 @@ struct CaptureWindow {
   int nccl_table = 0;                   // version 4: the plugin table NCCL called init through (0: unknown)
   std::string nccl_kernel_events;       // version 4: "on" or "off: why"
   std::vector<PausedPeriod> paused;     // version 5: parts of this window capture was paused
+  // Issue 30, optional: the threads' wait for a CPU; null: not measured (not zero). Shared, so a
+  // window stays cheap to copy and a run without it pays 16 bytes a window.
+  std::shared_ptr<const CpuWait> cpu_wait;
 };
 
 struct RankData {

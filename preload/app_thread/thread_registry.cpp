@@ -39,4 +39,13 @@ const ThreadSlot* find_slot(uint32_t tid) {
   return nullptr;
 }
 
+int nvtx_thread_ids(uint32_t* out, int max) {
+  int n = 0;
+  for (const ThreadSlot& s : g_slots) {
+    if (n >= max) break;
+    if (uint32_t tid = s.tid.load(std::memory_order_relaxed)) out[n++] = tid;
+  }
+  return n;
+}
+
 }  // namespace laggard::watch

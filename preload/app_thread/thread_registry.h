@@ -45,4 +45,7 @@ uint64_t total_progress();
 // Async-signal-safe: the slot of thread `tid`, or null.
 const ThreadSlot* find_slot(uint32_t tid);
 
+// The ids of up to `max` threads that use NVTX now (flush thread: the CPU-wait source samples them).
+int nvtx_thread_ids(uint32_t* out, int max);
+
 }  // namespace laggard::watch

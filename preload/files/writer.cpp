@@ -80,6 +80,27 @@ std::string render_window(const WindowSnapshot& w, bool gpu_records) {
   }
   if (w.nccl.active) render_nccl(j, w.nccl, w.start_ns);
   if (w.gpu_health.present) render_gpu_health(j, w.gpu_health);
+  if (w.cpu_wait.present) {  // issue 30: optional, within schema version 5
+    j.key("cpu_wait")
+        .begin_object()
+        .field("threads", w.cpu_wait.threads)
+        .field("run_ns", w.cpu_wait.run_ns)
+        .field("wait_ns", w.cpu_wait.wait_ns)
+        .field("max_thread_wait_ns", w.cpu_wait.max_thread_wait_ns)
+        .field("timeslices", w.cpu_wait.timeslices);
+    if (!w.cpu_wait.ticks.empty()) {
+      std::vector<int64_t> ends, waits;
+      for (const TickWait& t : w.cpu_wait.ticks) {
+        ends.push_back(t.end_ns - w.start_ns);
+        waits.push_back(t.wait_ns);
+      }
+      j.key("nvtx").begin_object().field("threads", w.cpu_wait.nvtx_threads);
+      j.key("end_offset_ns").array(ends);
+      j.key("wait_ns").array(waits);
+      j.end_object();
+    }
+    j.end_object();
+  }
   if (!w.paused.empty()) {  // schema version 5: pause and resume
     j.key("paused").begin_array();
     for (const PausedSpan& p : w.paused)

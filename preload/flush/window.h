@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_wait.h"
 #include "gpu_health_window.h"
 #include "gpu_window.h"
 #include "nccl_window.h"
@@ -49,6 +50,7 @@ struct WindowSnapshot {
   NcclWindow nccl;       // NCCL operations (nccl_hooks/), when NCCL loaded the plugin
   GpuHealthWindow gpu_health;  // NVML samples (nvml/), when NVML could be loaded
   std::vector<PausedSpan> paused;  // empty: capture was on for the whole window
+  CpuWaitWindow cpu_wait;          // the threads' wait for a CPU (flush/cpu_wait.h), issue 30
 };
 
 }  // namespace laggard

@@ -24,6 +24,10 @@ Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const An
     stage("HTA numbers");
     a.hta = analyze_hta(model, opt.hta);
   }
+  if (opt.nvrx_compatible) {
+    stage("NVRx reports");
+    a.nvrx = analyze_nvrx(model, a.steps, scores.window_s, opt.nvrx);
+  }
   stage("verdict");
   a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm);
   return a;

@@ -11,6 +11,7 @@
 #include "gpu_scores.h"
 #include "hta_compat.h"
 #include "jitter.h"
+#include "nvrx_compat.h"
 #include "scores.h"
 #include "steps.h"
 #include "verdict.h"
@@ -24,6 +25,8 @@ struct AnalysisOptions {
   VerdictOptions verdict;
   bool hta_compatible = false;  // also compute HTA's own numbers (--hta-compatible)
   HtaOptions hta;
+  bool nvrx_compatible = false;  // also compute NVRx's own reports (--nvrx-compatible, issue 30)
+  NvrxOptions nvrx;
   // Called with each analysis' name as it starts (LAGGARD_STAGE_TIMES, the progress bar); may be empty.
   std::function<void(const std::string&)> on_stage;
 };
@@ -36,6 +39,7 @@ struct Analyses {
   BreakdownReport breakdown;
   Verdict verdict;
   std::optional<HtaReport> hta;  // with AnalysisOptions::hta_compatible
+  std::optional<NvrxRunReport> nvrx;  // with AnalysisOptions::nvrx_compatible
 };
 
 // gpu, comm: computed with `scores` beforehand (they add GPU and comm stragglers to it).

@@ -123,7 +123,8 @@ std::string explain(const Decomposition& d, const RankJitter& rj, const JitterRe
       return fmt::format("{:.0f} % of it is memory copies/sets taking {:.3f} ms longer per step", 100 * d.share,
                          ms(d.memory));
     case Cause::unknown:
-    case Cause::gpu_health:  // set later from NVML telemetry (link_gpu_health), never decided here
+    case Cause::gpu_health:      // set later from NVML telemetry (link_gpu_health), never decided here
+    case Cause::cpu_contention:  // set later from the ranks' CPU wait (verdict_contention.cpp)
       break;
   }
   return fmt::format("no single cause explains it (GPU compute {:.3f} ms, host gaps {:.3f} ms, before the "
@@ -178,6 +179,7 @@ const char* cause_name(Cause c) {
     case Cause::memory: return "memory_copies";
     case Cause::unknown: return "unknown";
     case Cause::gpu_health: return "gpu_health";
+    case Cause::cpu_contention: return "cpu_contention";
   }
   return "unknown";
 }
@@ -573,6 +575,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   for (size_t r = 0; r < model.ranks.size(); ++r) c.index_of_rank.emplace(model.ranks[r].rank, r);
   c.step_ns = median_step_ns(steps);
   c.sections = section_signals(model, steps);
+  take_out_cpu_wait(c);
   c.excess = opt.excess;
   if (c.excess.window_ns <= 0) c.excess.window_ns = scores.window_s * 1e9;
   const double tests = double(model.ranks.size()) * double(c.sections.size() + 1) * std::max(1, steps.count());
@@ -589,6 +592,7 @@ Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& s
   add_nvrx_section_findings(c, out);
   add_window_score_findings(c, out);
   add_comm_findings(c, out);
+  name_cpu_contention(c, out);
   rank_by_cost(out.findings, steps.count());
 
   Verdict v;

@@ -25,9 +25,10 @@
 
 namespace laggard::report {
 
-enum class Cause { gpu_compute, host, communication, memory, unknown, gpu_health };
+enum class Cause { gpu_compute, host, communication, memory, unknown, gpu_health, cpu_contention };
 // "gpu_compute", "host", "communication", "memory_copies", "unknown", "gpu_health" (a slow GPU whose
-// NVML telemetry shows low clocks, throttling or errors; set by link_gpu_health, health_analysis.h)
+// NVML telemetry shows low clocks, throttling or errors; set by link_gpu_health, health_analysis.h),
+// "cpu_contention" (the rank's threads waited for a CPU: its machine was busy; issue 30)
 const char* cause_name(Cause c);
 
 struct Finding {

@@ -1,6 +1,7 @@
 // Inside the verdict (not an API): what every step of `decide` reads, and the findings so far.
 #pragma once
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +22,12 @@ struct VerdictContext {
   const CommReport* comm;
   double step_ns = 0;               // median step time over ranks and steps
   std::vector<Signal> sections;     // NVTX CPU time per step (section_steps.h)
+  // Issue 30, with CPU-wait measurements: [step row][rank index] the rank's CPU wait in that step
+  // (NaN: not measured; empty: none at all), and the sections with the part of each rank's extra
+  // wait that the section follows taken out (slope per section, see verdict_contention.cpp).
+  std::vector<std::vector<double>> cpu_wait;
+  std::vector<Signal> sections_less_wait;
+  std::map<std::string, double> wait_slope;
   ExcessCriteria criteria;          // for every per-step signal of this run
   ExcessOptions excess;             // options.excess, with the report window filled in
   std::unordered_map<int, size_t> index_of_rank;  // rank number -> index in model.ranks
@@ -65,5 +72,16 @@ double waited_in_section(const VerdictContext& c, size_t r, const std::string& s
 // NVTX sections' per-step CPU time (verdict_sections.cpp). A finding on a rank that already
 // has an overlapping one (from its lateness at the collective) joins it as evidence.
 void add_section_findings(const VerdictContext& c, FindingSet& out);
+
+// Issue 30 (verdict_contention.cpp): the CPU-wait matrix and the sections less the wait they
+// follow (fills c.cpu_wait, c.sections_less_wait, c.wait_slope; nothing without measurements).
+void take_out_cpu_wait(VerdictContext& c);
+// The rank's extra CPU wait (its own less the median rank's) summed over step rows [first, last].
+double extra_cpu_wait(const VerdictContext& c, size_t r, int first, int last);
+
+// Findings whose rank's threads waited for a CPU for at least `cause_share` of what they lost,
+// more than the median rank over the same steps, get the cause cpu_contention; the waits are
+// evidence either way. Section findings already judged with the wait taken out keep their cause.
+void name_cpu_contention(const VerdictContext& c, FindingSet& out);
 
 }  // namespace laggard::report

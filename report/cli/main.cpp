@@ -185,6 +185,15 @@ struct ReportCommand : Command {
         ->check(CLI::Range(0, 1'000'000'000))->capture_default_str();
     cmd->add_flag("--hta-compatible", o.analyses.hta_compatible,
                   "also show HTA's own numbers (its definitions and trace-loading rules; see README)");
+    cmd->add_flag("--nvrx-compatible", o.analyses.nvrx_compatible,
+                  "also show NVRx's own reports: its scores and straggler lists by its rules (docs/report.md)");
+    cmd->add_option("--nvrx-interval-s", o.analyses.nvrx.interval_s,
+                    "with --nvrx-compatible: NVRx's report_time_interval (reports every ~this many seconds)")
+        ->check(CLI::Range(1e-6, 1e9))->capture_default_str();
+    cmd->add_option("--nvrx-every", o.analyses.nvrx.every,
+                    "with --nvrx-compatible: report after every N iterations instead (generate_report() when "
+                    "iteration % N == 0)")
+        ->check(CLI::Range(1, 1'000'000'000));
     cmd->add_option("--launch-delay-cutoff-us", launch_cut_us, "launch delay outlier cut-off (HTA)")
         ->check(CLI::Range(0.0, 1e9))->capture_default_str();
     cmd->add_option("--runtime-cutoff-us", runtime_cut_us, "launch call duration outlier cut-off (HTA)")

@@ -78,8 +78,9 @@ int report_command(const ReportOptions& o, std::ostream& out, std::ostream& err)
   timer.next("reading");
   try {
     report::ReadOptions read = o.read;
-    // The analyses need only GpuSpans; the HTML page's charts and HTA's own numbers read full records.
-    read.compact_gpu = o.html.empty() && !o.analyses.hta_compatible;
+    // The analyses need only GpuSpans; the HTML page's charts, HTA's own numbers and NVRx's kernel
+    // keys (launch shape) read full records.
+    read.compact_gpu = o.html.empty() && !o.analyses.hta_compatible && !o.analyses.nvrx_compatible;
     model = report::read_run(o.dir, with_progress(read, bar));
   } catch (const std::exception& e) {
     bar.clear();

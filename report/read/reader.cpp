@@ -27,6 +27,7 @@
 #include "reader_gpu.h"
 #include "reader_integrity.h"
 #include "reader_parallel.h"
+#include "reader_cpu_wait.h"
 #include "reader_pause.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
@@ -160,6 +161,7 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
     if (auto it = w.find("nccl"); it != w.end() && it->is_object()) read_nccl_window(*it, strings, cw);
     if (auto it = w.find("gpu_health"); it != w.end() && it->is_object()) read_gpu_health_window(*it, cw);
     if (auto it = w.find("paused"); it != w.end()) read_paused_window(*it, cw);
+    if (auto it = w.find("cpu_wait"); it != w.end()) read_cpu_wait_window(*it, cw);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("window {}: {}", cw.index, e.what()));
   }

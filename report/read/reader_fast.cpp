@@ -8,6 +8,7 @@
 
 #include "health_analysis.h"
 #include "reader_frames.h"
+#include "reader_cpu_wait.h"
 #include "reader_pause.h"
 #include "reader_values.h"
 
@@ -559,9 +560,9 @@ void intern_window(const Ctx& c, const GpuPart* gpu, const NcclPart* nccl, Strin
 
 void read_window(const Ctx& c, const Value& w, StringTable& strings, uint64_t& folded, CaptureWindow& cw,
                  std::string_view binary_records) {
-  static constexpr std::array<std::string_view, 9> kNames = {"index", "start_ns", "end_ns", "dropped",   "sections",
-                                                             "gpu",   "nccl",     "gpu_health", "paused"};
-  std::array<const Value*, 9> f;
+  static constexpr std::array<std::string_view, 10> kNames = {
+      "index", "start_ns", "end_ns", "dropped", "sections", "gpu", "nccl", "gpu_health", "paused", "cpu_wait"};
+  std::array<const Value*, 10> f;
   c.members(w, kNames, f);
   cw.index = count(f[0]);
   cw.start_ns = time_ns(f[1]);
@@ -580,6 +581,7 @@ void read_window(const Ctx& c, const Value& w, StringTable& strings, uint64_t& f
   // Rare parts, read by the DOM code from their own small DOM.
   if (f[7] && f[7]->type == Type::object) read_gpu_health_window(c.tape.to_json(c.index_of(*f[7])), cw);
   if (f[8]) read_paused_window(c.tape.to_json(c.index_of(*f[8])), cw);
+  if (f[9]) read_cpu_wait_window(c.tape.to_json(c.index_of(*f[9])), cw);  // issue 30
   intern_window(c, has_gpu ? &gpu : nullptr, has_nccl ? &nccl : nullptr, strings, cw, cw.start_ns, binary_records);
 }
 

@@ -1,5 +1,6 @@
 #include "render_analyses.h"
 #include "render_gpu.h"
+#include "render_nvrx.h"
 #include "units.h"
 
 namespace laggard::report {
@@ -188,6 +189,7 @@ json render_analyses_json(const RunModel& model, const Analyses& a) {
   out["jitter"] = jitter_json(a.jitter);
   out["breakdown"] = breakdown_json(a.breakdown);
   if (a.hta) out["hta"] = hta_json(*a.hta);
+  if (a.nvrx) out["nvrx"] = nvrx_json(*a.nvrx);
   json findings = json::array();
   for (const Finding& f : a.verdict.findings)
     findings.push_back({{"rank", f.rank},

@@ -5,6 +5,7 @@
 
 #include "render_analyses.h"
 #include "render_gpu.h"
+#include "render_nvrx.h"
 #include "text_lists.h"
 #include "units.h"
 
@@ -178,6 +179,7 @@ void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, 
   jitter_text(a, top, out);
   breakdown_text(a, top, out);
   if (a.hta) hta_text(*a.hta, top, out);
+  if (a.nvrx) nvrx_text(*a.nvrx, top, out);
   out << "\nThresholds:\n";
   for (const Threshold& t : a.verdict.thresholds) out << fmt::format("  {:<24} {:<10g} {}\n", t.name, t.value, t.why);
 }

@@ -5,9 +5,13 @@
 //   laggard-demo [--steps N] [--step-ms MS] [--slow-rank R] [--slow-section NAME]
 //                [--slow-factor F] [--slow-steps A:B] [--slow SECTION:FACTOR[:A:B]]...
 //                [--jitter J] [--crash-rank R --crash-step S] [--fork-child] [--handle-sigterm]
+//                [--stall MS[:A:B]]
 //
 // --slow (repeatable) slows one more section of --slow-rank by FACTOR, in steps [A, B) when given,
 // so one rank can be slow in several sections at once.
+//
+// --stall makes --slow-rank's step itself (outside every sub-section) MS longer, in steps [A, B)
+// when given: a hiccup of the step, as when the OS deschedules the process (issue 30).
 //
 // --fork-child forks a child after the first step that uses NVTX and exits (as data-loader
 // workers do); --handle-sigterm installs the app's own SIGTERM handler, which ends the loop.
@@ -50,6 +54,7 @@ struct Options {
   int slow_from = 0, slow_to = 1 << 30;  // steps [from, to) are slowed
   int crash_rank = -1, crash_step = -1;
   double jitter = 0.02;
+  Slowdown stall{"", 0};  // --stall: factor holds the milliseconds
   bool fork_child = false;
   bool handle_sigterm = false;
 };
@@ -86,6 +91,9 @@ Options parse(int argc, char** argv) {
       int n = std::sscanf(v.c_str() + colon + 1, "%lf:%d:%d", &d.factor, &d.from, &d.to);
       if ((n != 1 && n != 3) || d.factor <= 0) usage("--slow wants SECTION:FACTOR[:A:B]");
       o.slow.push_back(d);
+    } else if (a == "--stall") {
+      const int n = std::sscanf(next(), "%lf:%d:%d", &o.stall.factor, &o.stall.from, &o.stall.to);
+      if ((n != 1 && n != 3) || o.stall.factor < 0) usage("--stall wants MS[:A:B]");
     } else if (a == "--crash-rank") o.crash_rank = std::atoi(next());
     else if (a == "--crash-step") o.crash_step = std::atoi(next());
     else if (a == "--jitter") o.jitter = std::atof(next());
@@ -249,6 +257,8 @@ int main(int argc, char** argv) {
       }
     }
     nvtxRangePushA("step");
+    if (rank == o.slow_rank && o.stall.factor > 0 && step >= o.stall.from && step < o.stall.to)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.stall.factor));
     nvtxRangeEnd(loader.next_batch(step));
 
     nvtxRangePushA("forward");

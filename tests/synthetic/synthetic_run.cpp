@@ -23,6 +23,7 @@ struct HostRange {
 };
 
 struct RankSim {
+  std::vector<std::pair<int64_t, int64_t>> cpu_waits;  // (when, ns) of cpu_stall faults
   std::vector<HostRange> ranges;
   std::vector<GpuActivity> gpu;
   std::vector<Collective> colls;
@@ -67,6 +68,12 @@ RunModel make_run(const Spec& spec) {
     for (int r = 0; r < spec.ranks; ++r) {
       RankSim& s = sim[r];
       step_start[r] = host[r];
+      for (const Fault& f : spec.faults) {
+        if ((f.kind != Fault::Kind::step_stall && f.kind != Fault::Kind::cpu_stall) || !applies(f, r, step, ""))
+          continue;
+        if (f.kind == Fault::Kind::cpu_stall) s.cpu_waits.push_back({host[r], f.extra_ns});
+        host[r] += f.extra_ns;
+      }
       std::map<std::string, HostRange> open;
       for (const KernelSpec& k : spec.kernels) {
         if (!open.count(k.section)) {
@@ -228,6 +235,23 @@ RunModel make_run(const Spec& spec) {
       }
       for (const Collective& c : sim[r].colls)
         if (c.gpu_end_ns >= w.start_ns && c.gpu_end_ns < w.end_ns) w.collectives.push_back(c);
+      if (spec.cpu_wait) {  // as the flush thread reads it: per window, and per 50 ms tick for the NVTX thread
+        report::CpuWait c;
+        c.threads = 2;
+        c.run_ns = window_ns / 2;
+        c.nvtx_threads = 1;
+        constexpr int64_t kTickNs = 50'000'000;
+        for (int64_t t = w.start_ns; t < w.end_ns; t += kTickNs) {
+          const int64_t end = std::min(w.end_ns, t + kTickNs);
+          int64_t wait = jit((end - t) / 100);
+          for (const auto& [at, ns] : sim[r].cpu_waits)
+            if (at >= t && at < end) wait += ns;
+          c.nvtx_ticks.emplace_back(end, wait);
+          c.wait_ns += wait;
+        }
+        c.max_thread_wait_ns = c.wait_ns;
+        w.cpu_wait = std::make_shared<const report::CpuWait>(std::move(c));
+      }
       d.windows.push_back(std::move(w));
     }
     d.data_end_ns = d.windows.empty() ? kT0 : d.windows.back().end_ns;

@@ -28,6 +28,10 @@ struct Fault {
     late_collective, // rank's host stalls extra_ns before launching the step's all-reduce
     late_collective_device,  // rank launches the all-reduce in time but it starts extra_ns late
                              // (waits on another stream or communicator)
+    step_stall,      // rank's host stalls extra_ns at the start of the step, outside every
+                     // sub-section (the OS descheduled it, a hiccup of the step itself)
+    cpu_stall,       // as step_stall, and the stall is time its threads waited for a CPU: with
+                     // Spec::cpu_wait, the window's cpu_wait says so (issue 30)
   } kind;
   int rank = 0;
   double factor = 1.0;
@@ -50,6 +54,9 @@ struct Spec {
   // in its section, and ranks do not wait for each other.
   bool gpu = true;
   uint64_t seed = 42;             // of the noise
+  // Every window records its CPU wait (issue 30): 1 % of the window (+- jitter) for every rank,
+  // plus the rank's cpu_stall faults in it.
+  bool cpu_wait = false;
   std::vector<KernelSpec> kernels = default_kernels();
   std::vector<Fault> faults;
 

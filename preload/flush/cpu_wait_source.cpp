@@ -1,0 +1,57 @@
+// The CPU-wait source's hooks into the capture lifecycle (cpu_wait.h, issue 30). Lives in
+// liblaggard.so itself: a static library would drop this registration object, which nothing
+// references. Both hooks run on the flush thread, which is the thread left out of the sums.
+#include <unistd.h>
+
+#include "clock.h"
+#include "cpu_wait.h"
+#include "source.h"
+#include "thread_registry.h"
+#include "writer.h"
+
+namespace laggard {
+namespace {
+
+// Never freed: the flush thread may still close a window while static destructors run.
+CpuWaitSampler& sampler() {
+  static CpuWaitSampler* s = new CpuWaitSampler();
+  return *s;
+}
+
+bool g_primed = false;  // flush thread only
+
+// The NVTX threads' wait since the previous tick, ending now (epoch ns, as the windows' times).
+void tick_nvtx_threads() {
+  const FileInfo* fi = active_file_info();
+  if (!fi) return;
+  uint32_t tids[kMaxTickThreads];
+  const int n = watch::nvtx_thread_ids(tids, kMaxTickThreads);
+  sampler().tick(tids, n, mono_ns() + fi->epoch_offset_ns);
+}
+
+// The first tick takes the baseline, so the first window counts from about its start.
+void on_tick() {
+  if (!g_primed) {
+    g_primed = true;
+    sampler().sample(gettid());
+  }
+  tick_nvtx_threads();
+}
+
+void on_window(WindowSnapshot& w, bool) {
+  g_primed = true;
+  w.cpu_wait = sampler().sample(gettid());
+  tick_nvtx_threads();  // the series reaches the window's end
+  w.cpu_wait.ticks = sampler().take_ticks(&w.cpu_wait.nvtx_threads);
+}
+
+const bool g_registered = [] {
+  SourceHooks hooks{"cpu_wait"};
+  hooks.on_tick = on_tick;
+  hooks.on_window = on_window;
+  register_source(hooks);
+  return true;
+}();
+
+}  // namespace
+}  // namespace laggard
