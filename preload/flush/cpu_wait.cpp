@@ -1,5 +1,7 @@
 #include "cpu_wait.h"
 
+#include "safe_write.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -69,6 +71,9 @@ bool parse_schedstat(const char* text, SchedStat* out) {
 
 CpuWaitWindow CpuWaitSampler::sample(pid_t exclude) {
   CpuWaitWindow w;
+  // Two descriptors at a time (the task directory, one schedstat): never the application's last
+  // (safe_write.h); a window sampled without them has no cpu_wait, as where schedstat is missing.
+  if (!fd_room(2)) return w;
   int task_fd = open(task_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (task_fd < 0) return w;
   DIR* dir = fdopendir(task_fd);
@@ -105,6 +110,7 @@ CpuWaitWindow CpuWaitSampler::sample(pid_t exclude) {
 }
 
 void CpuWaitSampler::tick(const uint32_t* tids, int n, int64_t now_ns) {
+  if (!fd_room(2)) return;  // as in sample()
   const int task_fd = open(task_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (task_fd < 0) return;
   std::unordered_map<uint32_t, int64_t> now;

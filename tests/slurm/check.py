@@ -17,7 +17,8 @@ import re
 import subprocess
 import sys
 
-SEGMENT = re.compile(r"rank(\d+)-(\d+)-seg(\d+)\.(json|lgr)$")
+# rank00003-<pid>-<image>-seg0000.lgr (docs/schema.md; files from before issue 24 have no image)
+SEGMENT = re.compile(r"rank(\d+)-(\d+)-(?:([0-9a-f]{8})-)?seg(\d+)\.(json|lgr)$")
 
 
 def read_segment(path):
@@ -30,13 +31,13 @@ def read_segment(path):
 
 
 def last_segments(run_dir):
-    """{(rank, pid): the JSON of that process's newest segment}"""
+    """{(rank, pid, image): the JSON of that process image's newest segment}"""
     newest = {}
     for path in glob.glob(os.path.join(run_dir, "rank*")):
         m = SEGMENT.search(os.path.basename(path))
         if not m:
             continue
-        key, seg = (int(m.group(1)), int(m.group(2))), int(m.group(3))
+        key, seg = (int(m.group(1)), int(m.group(2)), m.group(3) or ""), int(m.group(4))
         if key not in newest or newest[key][0] < seg:
             newest[key] = (seg, path)
     out = {}
@@ -48,7 +49,7 @@ def last_segments(run_dir):
 
 
 def ranks_of(run_dir):
-    return sorted({rank for rank, _ in last_segments(run_dir)})
+    return sorted({key[0] for key in last_segments(run_dir)})
 
 
 def fail(msg):
@@ -64,7 +65,7 @@ def runs(out):
 
 def windows(run_dir, ranks, n):
     segs = last_segments(run_dir)
-    have = {rank for (rank, _), s in segs.items() if s.get("segment", 0) > 0 or len(s.get("windows", [])) >= int(n)}
+    have = {rank for (rank, _, _), s in segs.items() if s.get("segment", 0) > 0 or len(s.get("windows", [])) >= int(n)}
     sys.exit(0 if len(have) >= int(ranks) else 1)
 
 
@@ -98,7 +99,7 @@ def last_window(run_dir, ranks, sig, sent_ns):
     ranks of 4, 3 ms after the SIGTERM flush), or between the signal being sent and reaching the
     rank. A rank killed without a flush (srun's SIGKILL) ends at its last periodic flush, before."""
     segs = last_segments(run_dir)
-    late = {rank: (s.get("signal"), s.get("data_end_ns", 0) - int(sent_ns)) for (rank, _), s in segs.items()
+    late = {rank: (s.get("signal"), s.get("data_end_ns", 0) - int(sent_ns)) for (rank, _, _), s in segs.items()
             if s.get("signal") != int(sig)}
     if len(segs) != int(ranks) or any(behind < 0 for _, behind in late.values()):
         fail("%s: %d of %s ranks; ranks whose last flush was not on signal %s (signal, ns past the signal): %s" %
