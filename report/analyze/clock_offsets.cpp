@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <map>
 
 #include "parallel.h"
@@ -180,6 +181,84 @@ ClockOffsets estimate_clock_offsets(const std::vector<ClockSample>& samples, con
   relative_to_reference(f, out);
   host_spreads(f, hosts, out);
   return out;
+}
+
+namespace {
+
+// Per GPU, per time slice: the second smallest callback delay (the proxy's prompt reads, robust to
+// one odd value); INT64_MAX where a slice has fewer than two.
+std::vector<int64_t> slice_floors(const ClockOffsets& fit, size_t r, const std::vector<CallbackDelay>& d, int64_t lo,
+                                  int64_t width, int buckets) {
+  std::vector<std::vector<int64_t>> in(buckets);
+  for (const CallbackDelay& x : d) {
+    const int64_t t = x.gpu_ns - std::llround(fit.correction(r, x.gpu_ns));
+    in[std::clamp<int64_t>((t - lo) / width, 0, buckets - 1)].push_back(x.delay_ns);
+  }
+  std::vector<int64_t> floors(buckets, INT64_MAX);
+  for (int b = 0; b < buckets; ++b)
+    if (in[b].size() >= 2) {
+      std::nth_element(in[b].begin(), in[b].begin() + 1, in[b].end());
+      floors[b] = in[b][1];
+    }
+  return floors;
+}
+
+}  // namespace
+
+std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<std::vector<CallbackDelay>>& delays,
+                                         const std::vector<std::string>& hosts, const CallbackCheckOptions& o) {
+  std::vector<size_t> corrected;
+  const size_t n = std::min(hosts.size(), delays.size());
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  std::map<std::string, std::vector<size_t>> units_of;
+  for (size_t r = 0; r < n && r < fit.offset_ns.size(); ++r) {
+    if (delays[r].size() < o.min_samples || !fit.rank_samples[r]) continue;
+    units_of[hosts[r]].push_back(r);
+    for (const CallbackDelay& x : delays[r]) {
+      const int64_t t = x.gpu_ns - std::llround(fit.correction(r, x.gpu_ns));
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+  }
+  const int buckets = std::max(1, o.buckets);
+  const int64_t width = lo <= hi ? (hi - lo) / buckets + 1 : 1;
+  for (const auto& [host, units] : units_of) {
+    if (units.size() < 2) continue;
+    // (fit's offset - callbacks' offset) per GPU and slice: the same for every GPU whose fitted
+    // offset is its clock's (host - reference GPU clock, plus the proxy's lag).
+    std::vector<std::vector<double>> diff(units.size(), std::vector<double>(buckets, NAN));
+    for (size_t k = 0; k < units.size(); ++k) {
+      const size_t r = units[k];
+      std::vector<int64_t> floors = slice_floors(fit, r, delays[r], lo, width, buckets);
+      for (int b = 0; b < buckets; ++b)
+        if (floors[b] != INT64_MAX) diff[k][b] = fit.correction(r, lo + width * b + width / 2) + double(floors[b]);
+    }
+    std::vector<std::vector<double>> e(units.size());
+    for (int b = 0; b < buckets; ++b) {
+      std::vector<double> col;
+      for (size_t k = 0; k < units.size(); ++k)
+        if (!std::isnan(diff[k][b])) col.push_back(diff[k][b]);
+      if (col.size() < 2) continue;
+      const double mid = median(col);
+      for (size_t k = 0; k < units.size(); ++k)
+        if (!std::isnan(diff[k][b])) e[k].push_back(diff[k][b] - mid);
+    }
+    for (size_t k = 0; k < units.size(); ++k) {
+      if (e[k].size() < 2) continue;
+      std::vector<double> v = e[k];
+      const double disagreement = median(v);
+      for (double& x : v) x = std::abs(x - disagreement);
+      const double spread = median(v);
+      if (std::abs(disagreement) <= std::max(o.tolerance_ns, 3 * spread)) continue;
+      fit.offset_ns[units[k]] -= disagreement;
+      corrected.push_back(units[k]);
+    }
+  }
+  fit.max_abs_offset_ns = 0;
+  for (size_t r = 0; r < fit.offset_ns.size(); ++r)
+    if (fit.rank_samples[r]) fit.max_abs_offset_ns = std::max(fit.max_abs_offset_ns, std::abs(fit.offset_ns[r]));
+  std::sort(corrected.begin(), corrected.end());
+  return corrected;
 }
 
 }  // namespace laggard::report

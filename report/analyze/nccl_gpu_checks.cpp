@@ -10,12 +10,42 @@
 namespace laggard::report {
 namespace {
 
-std::vector<Collective*> with_gpu_times(RankData& r) {
-  std::vector<Collective*> ops;
+// A rank's ops with GPU times, per GPU (a process driving several GPUs has one clock and one
+// proxy lag per GPU; device -1: unknown, one GPU).
+std::map<int, std::vector<Collective*>> with_gpu_times(RankData& r) {
+  std::map<int, std::vector<Collective*>> by_device;
   for (CaptureWindow& w : r.windows)
     for (Collective& c : w.collectives)
-      if (c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns) ops.push_back(&c);
-  return ops;
+      if (c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns) by_device[c.device].push_back(&c);
+  return by_device;
+}
+
+// One communicator's ops as the GPU ran them: ops of one NCCL plan (group) run in one kernel
+// and overlap, so they count as one interval (earliest start, latest end); plans run one after
+// another, in upload order.
+struct PlanSpan {
+  int64_t upload = 0, start = 0, end = 0;
+  std::vector<Collective*> ops;
+};
+
+std::vector<PlanSpan> plan_spans(std::vector<Collective*>& list) {
+  std::stable_sort(list.begin(), list.end(),
+                   [](const Collective* a, const Collective* b) { return a->upload_start_ns < b->upload_start_ns; });
+  std::vector<PlanSpan> spans;
+  std::map<uint64_t, size_t> span_of_group;
+  for (Collective* c : list) {
+    size_t i = spans.size();
+    if (c->group) {
+      auto [it, added] = span_of_group.emplace(c->group, spans.size());
+      i = it->second;
+    }
+    if (i == spans.size()) spans.push_back({c->upload_start_ns, c->gpu_start_ns, c->gpu_end_ns, {}});
+    PlanSpan& s = spans[i];
+    s.start = std::min(s.start, c->gpu_start_ns);
+    s.end = std::max(s.end, c->gpu_end_ns);
+    s.ops.push_back(c);
+  }
+  return spans;
 }
 
 // The second smallest of v (changed in place): the proxy's most prompt reads nearby, yet robust
@@ -54,7 +84,11 @@ void flag_after_callback(std::vector<Collective*> ops, HostOf host_of, GpuOf gpu
 }  // namespace
 
 void shift_far_gpu_clock(RankData& r, std::vector<Problem>& problems, const NcclGpuCheckOptions& o) {
-  std::vector<Collective*> ops = with_gpu_times(r);
+  for (auto& [device, ops] : with_gpu_times(r)) shift_far_gpu_clock(r, device, ops, problems, o);
+}
+
+void shift_far_gpu_clock(RankData& r, int device, const std::vector<Collective*>& ops, std::vector<Problem>& problems,
+                         const NcclGpuCheckOptions& o) {
   int64_t by_callback = INT64_MAX, by_upload = INT64_MAX;
   for (const Collective* c : ops) {
     if (c->chan_host_stop_ns) by_callback = std::min(by_callback, c->chan_host_stop_ns - c->gpu_end_ns);
@@ -67,18 +101,39 @@ void shift_far_gpu_clock(RankData& r, std::vector<Problem>& problems, const Nccl
     c->gpu_start_ns += shift;
     c->gpu_end_ns += shift;
   }
-  r.nccl_gpu_shift_ns = shift;
+  if (!r.nccl_gpu_shift_ns) r.nccl_gpu_shift_ns = shift;
   problems.push_back({"nccl_gpu_clock", r.rank, "",
-                      fmt::format("rank {}: this GPU's NCCL timestamps are {:.1f} s off the host clock; shifted so {}",
-                                  r.rank, double(-shift) / 1e9,
+                      fmt::format("rank {}{}: this GPU's NCCL timestamps are {:.1f} s off the host clock; shifted so {}",
+                                  r.rank, device >= 0 ? fmt::format(" (GPU {})", device) : std::string(),
+                                  double(-shift) / 1e9,
                                   callbacks ? "each ends no later than the host callback that reported it"
                                             : "the earliest collective starts at its plan upload")});
 }
 
 void flag_implausible_gpu_times(RankData& r, std::vector<Problem>& problems, const NcclGpuCheckOptions& o) {
-  std::vector<Collective*> ops = with_gpu_times(r);
-  for (Collective* c : ops)
-    if (c->channels >= 0 && c->nchannels > 0 && c->channels < c->nchannels) c->gpu_time_suspect = "partial";
+  std::map<std::string, uint64_t> counts;
+  for (auto& [device, ops] : with_gpu_times(r)) {
+    flag_implausible_gpu_times(ops, o);
+    for (const Collective* c : ops)
+      if (c->gpu_time_suspect) ++counts[c->gpu_time_suspect];
+  }
+  if (counts.empty()) return;
+  std::string what;
+  for (const auto& [why, n] : counts) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", n, why);
+  problems.push_back({"nccl_gpu_time_suspect", r.rank, "",
+                      fmt::format("rank {}: NCCL operations left out of blame and of the clock fit ({}): partial = "
+                                  "channels missing, after_callback = GPU time later than the callback that reported "
+                                  "it, out_of_order = overlaps its communicator's neighbour (timestamps of other work), "
+                                  "shifted = NCCL's work counter was shifted by a Broadcast from several roots "
+                                  "(NVIDIA/nccl#2368)",
+                                  r.rank, what)});
+}
+
+void flag_implausible_gpu_times(std::vector<Collective*>& ops, const NcclGpuCheckOptions& o) {
+  for (Collective* c : ops) {
+    if (c->gpu_shifted) c->gpu_time_suspect = "shifted";  // kept only on request (LAGGARD_NCCL_KERNEL_EVENTS=1)
+    else if (c->channels >= 0 && c->nchannels > 0 && c->channels < c->nchannels) c->gpu_time_suspect = "partial";
+  }
   flag_after_callback(
       ops, [](const Collective& c) { return c.chan_host_stop_ns; }, [](const Collective& c) { return c.gpu_end_ns; },
       o);
@@ -86,40 +141,32 @@ void flag_implausible_gpu_times(RankData& r, std::vector<Problem>& problems, con
       ops, [](const Collective& c) { return c.chan_host_start_ns; },
       [](const Collective& c) { return c.gpu_start_ns; }, o);
 
-  // One communicator's kernels run one after another, in the order their plans were uploaded.
+  // One communicator's plans run one after another, in the order they were uploaded.
   std::map<uint32_t, std::vector<Collective*>> by_comm;
   for (Collective* c : ops)
     if (!c->gpu_time_suspect && !c->p2p) by_comm[c->comm].push_back(c);
+  auto flag = [](PlanSpan& s) {
+    for (Collective* c : s.ops)
+      if (!c->gpu_time_suspect) c->gpu_time_suspect = "out_of_order";
+  };
   for (auto& [comm, list] : by_comm) {
-    std::stable_sort(list.begin(), list.end(),
-                     [](const Collective* a, const Collective* b) { return a->upload_start_ns < b->upload_start_ns; });
-    for (size_t i = 1; i < list.size(); ++i)
-      if (list[i]->gpu_start_ns < list[i - 1]->gpu_end_ns - o.order_tolerance_ns) {
-        list[i]->gpu_time_suspect = "out_of_order";
-        if (!list[i - 1]->gpu_time_suspect) list[i - 1]->gpu_time_suspect = "out_of_order";
+    std::vector<PlanSpan> spans = plan_spans(list);
+    for (size_t i = 1; i < spans.size(); ++i)
+      if (spans[i].start < spans[i - 1].end - o.order_tolerance_ns) {
+        flag(spans[i]);
+        flag(spans[i - 1]);
       }
   }
-
-  std::map<std::string, uint64_t> counts;
-  for (const Collective* c : ops)
-    if (c->gpu_time_suspect) ++counts[c->gpu_time_suspect];
-  if (counts.empty()) return;
-  std::string what;
-  for (const auto& [why, n] : counts) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", n, why);
-  problems.push_back({"nccl_gpu_time_suspect", r.rank, "",
-                      fmt::format("rank {}: NCCL operations left out of blame and of the clock fit ({}): partial = "
-                                  "channels missing, after_callback = GPU time later than the callback that reported "
-                                  "it, out_of_order = overlaps its communicator's neighbour (timestamps of other work)",
-                                  r.rank, what)});
 }
 
 void check_nccl_plugin(const RankData& r, std::vector<Problem>& problems) {
   int table = 0;
-  std::string kernel_events;
+  std::string kernel_events, displaced;
   bool any_nccl_object = false, nccl_kernels = false;
   for (const CaptureWindow& w : r.windows) {
     table = std::max(table, w.nccl_table);
     if (!w.nccl_kernel_events.empty()) kernel_events = w.nccl_kernel_events;
+    if (!w.nccl_displaced.empty()) displaced = w.nccl_displaced;
     any_nccl_object |= w.nccl_table > 0 || !w.collectives.empty() || !w.p2p.empty();
     for (const KernelWindowStats& k : w.kernel_stats) nccl_kernels |= k.nccl;
     for (const GpuActivity& a : w.gpu) nccl_kernels |= a.nccl;
@@ -129,7 +176,13 @@ void check_nccl_plugin(const RankData& r, std::vector<Problem>& problems) {
     problems.push_back({"nccl_plugin_not_loaded", r.rank, "",
                         fmt::format("rank {} ran NCCL kernels but NCCL never initialized laggard's profiler plugin "
                                     "(NCCL <= 2.26 knows only v3 tables; 2.27.3 opens neither STATIC_PLUGIN nor "
-                                    "absolute paths): no collectives recorded", r.rank)});
+                                    "absolute paths; from 2.29 an env plugin, NCCL_ENV_PLUGIN, may name another "
+                                    "profiler): no collectives recorded", r.rank)});
+  if (!displaced.empty())
+    problems.push_back({"nccl_profiler_displaced", r.rank, "",
+                        fmt::format("rank {}: NCCL would have loaded {} as its profiler plugin; laggard took its place "
+                                    "(NCCL loads one) and does not call it: set NCCL_PROFILER_PLUGIN to it, or "
+                                    "LAGGARD_NCCL=0, to keep it", r.rank, displaced)});
   if (kernel_events.rfind("off", 0) == 0)
     problems.push_back({"nccl_kernel_events_off", r.rank, "",
                         fmt::format("rank {}: NCCL collectives recorded without GPU times, so nobody is blamed from "

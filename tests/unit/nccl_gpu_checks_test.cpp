@@ -137,5 +137,61 @@ TEST(NcclGpuChecks, KernelEventsOffAndPluginNeverInitializedAreSaid) {
   EXPECT_EQ(problems[0].kind, "nccl_kernel_events_off");
 }
 
+// Issue 27: collectives of one plan (ncclGroupStart/End) run in one kernel, and each channel's
+// batch stamps all its works alike (device/common.h profiler()): their GPU times overlap, and
+// that is no sign of other work's timestamps. Two plans overlapping still is.
+TEST(NcclGpuChecks, OpsOfOnePlanOverlapWithoutSuspicion) {
+  RankData r = rank_with_ops(100);
+  auto& ops = r.windows[0].collectives;
+  for (size_t i = 0; i < ops.size(); i += 2) {  // pairs: the second starts with the first
+    ops[i + 1].gpu_start_ns = ops[i].gpu_start_ns + 200;
+    ops[i + 1].gpu_end_ns = ops[i].gpu_end_ns - 200;
+    ops[i + 1].upload_start_ns = ops[i].upload_start_ns + 2 * kUs;
+    ops[i + 1].chan_host_start_ns = ops[i].chan_host_start_ns;
+    ops[i + 1].chan_host_stop_ns = ops[i].chan_host_stop_ns;
+    ops[i].group = ops[i + 1].group = i / 2 + 1;
+  }
+  std::vector<Problem> problems;
+  RankData grouped = r;
+  flag_implausible_gpu_times(grouped, problems);
+  for (const char* s : suspects(grouped)) EXPECT_EQ(s, nullptr);
+  EXPECT_TRUE(problems.empty());
+  // Without plan numbers (files before issue 27) they look like other work's stamps.
+  for (Collective& c : r.windows[0].collectives) c.group = 0;
+  flag_implausible_gpu_times(r, problems);
+  EXPECT_STREQ(suspects(r)[1], "out_of_order");
+}
+
+TEST(NcclGpuChecks, ShiftedOpsAreSuspect) {
+  RankData r = rank_with_ops(40);
+  r.windows[0].collectives[30].gpu_shifted = true;
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  EXPECT_STREQ(suspects(r)[30], "shifted");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("1 shifted"), std::string::npos) << problems[0].message;
+}
+
+// A process driving several GPUs: each GPU's clock and proxy lag on their own.
+TEST(NcclGpuChecks, EachGpuOfAProcessIsCheckedOnItsOwn) {
+  RankData r = rank_with_ops(40);
+  RankData far = rank_with_ops(40, -1'700'000'000 * int64_t{1'000'000'000});  // a clock not epoch-based
+  for (Collective c : far.windows[0].collectives) {
+    c.device = 1;
+    r.windows[0].collectives.push_back(c);
+  }
+  for (Collective& c : r.windows[0].collectives)
+    if (c.device < 0) c.device = 0;
+  std::vector<Problem> problems;
+  shift_far_gpu_clock(r, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("(GPU 1)"), std::string::npos) << problems[0].message;
+  const auto& ops = r.windows[0].collectives;
+  EXPECT_EQ(ops[0].gpu_start_ns, kT0);      // GPU 0 untouched
+  EXPECT_NEAR(double(ops[40].gpu_end_ns), double(ops[40].chan_host_stop_ns), double(40 * kUs));  // GPU 1 shifted
+  flag_implausible_gpu_times(r, problems);
+  for (const char* s : suspects(r)) EXPECT_EQ(s, nullptr);  // the two GPUs' ops overlap, on two GPUs
+}
+
 }  // namespace
 }  // namespace laggard::report
