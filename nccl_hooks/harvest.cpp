@@ -138,6 +138,10 @@ void Profiler::reuse_finalized_comms(int64_t now) {
       uint32_t c = slots_[i].comm;
       if (c < n) busy[c] = true;
     }
+  // Hang reports still name these (watch_describe.cpp reads the slot's name).
+  if (last_completed_ && last_completed_->comm < n) busy[last_completed_->comm] = true;
+  for (const Finished& f : recent_incomplete_)
+    if (f.comm < n) busy[f.comm] = true;
   for (uint32_t c = 0; c < n; ++c) {
     CommSlot& cs = comms_[c];
     if (cs.state.load(std::memory_order_acquire) != kCommFinalized || busy[c]) continue;

@@ -139,9 +139,10 @@ void* Profiler::add_comm(uint64_t hash, const char* name, int nnodes, int nranks
     c.p2p_peers = peers;
   }
   for (int p = 0; p < 2 * c.p2p_peers; ++p) c.p2p_index[p].store(0, std::memory_order_relaxed);
-  for (auto* a : {&c.sends, &c.recvs, &c.send_bytes, &c.recv_bytes, &c.plans, &c.bcast_group_api})
+  for (auto* a : {&c.sends, &c.recvs, &c.send_bytes, &c.recv_bytes, &c.plans, &c.bcast_group_api, &c.p2p_plan})
     a->store(0, std::memory_order_relaxed);
   c.p2p_timed.store(0, std::memory_order_relaxed);
+  c.p2p_timed_in_plan.store(0, std::memory_order_relaxed);
   c.bcast_root.store(-1, std::memory_order_relaxed);
   c.shifted.store(false, std::memory_order_relaxed);
   c.gpu_reached.store(0, std::memory_order_relaxed);
@@ -309,11 +310,20 @@ void* Profiler::start_p2p(void* context, const P2pInfo& info) {
   uint64_t index = 0;
   if (info.peer >= 0 && info.peer < comm->p2p_peers)
     index = comm->p2p_index[(recv ? comm->p2p_peers : 0) + info.peer].fetch_add(1, std::memory_order_relaxed);
+  // A plan is enqueued by one thread: plain loads and stores count its timed ops.
+  const uint64_t plan = plan_of(info.group);
+  if (comm->p2p_plan.load(std::memory_order_relaxed) != plan) {
+    comm->p2p_plan.store(plan, std::memory_order_relaxed);
+    comm->p2p_timed_in_plan.store(0, std::memory_order_relaxed);
+  }
   Slot* s = nullptr;
-  if (comm->p2p_timed.fetch_add(1, std::memory_order_relaxed) < opt_.p2p_timed_per_comm) {
+  const uint32_t in_plan = comm->p2p_timed_in_plan.load(std::memory_order_relaxed);
+  if (in_plan < opt_.p2p_timed_per_plan &&
+      comm->p2p_timed.fetch_add(1, std::memory_order_relaxed) < opt_.p2p_timed_per_comm) {
     s = begin_op(comm);
-    if (!s) comm->p2p_timed.fetch_sub(1, std::memory_order_relaxed);  // pool full: counted, not timed
-  } else {
+    if (s) comm->p2p_timed_in_plan.store(in_plan + 1, std::memory_order_relaxed);
+    else comm->p2p_timed.fetch_sub(1, std::memory_order_relaxed);  // pool full: counted, not timed
+  } else if (in_plan < opt_.p2p_timed_per_plan) {
     comm->p2p_timed.fetch_sub(1, std::memory_order_relaxed);
   }
   if (!s) {

@@ -8,7 +8,12 @@
 //
 // Handles given to NCCL are not pointers but encoded (kind, slot, generation, channel) words.
 // NCCL never dereferences them, and late or repeated calls with an old handle (NCCL reuses
-// stale handle slots, see NCCL issue #2221) are recognized by the generation and ignored.
+// stale handle slots, see NCCL issue #2221) are recognized by the generation and ignored. Group
+// and GroupApi handles carry a number instead of a slot: NCCL's plan, per communicator (the
+// parent every op of the plan names), and a per-call id that tells one group's Broadcasts apart.
+//
+// Nothing on the callback threads is counted in a variable all of them write (issue 29): the
+// hang watchdog's NCCL progress is the flush thread's harvest seeing ops start, move and finish.
 #pragma once
 
 #include <atomic>
@@ -52,10 +57,13 @@ struct ProfilerOptions {
   uint32_t pool_slots = 8192;              // in-flight operations; a power of two
   uint32_t max_comms = 1024;               // live communicators (a destroyed one's context is reused)
   size_t max_ops_per_window = 50000;
-  // Timed p2p operations in flight per communicator: a pipeline's few sends and receives are
-  // timed; the rest of an all-to-all's hundreds are only counted (they would crowd out the
-  // collectives' slots and the files).
-  uint32_t p2p_timed_per_comm = 16;
+  // Timed p2p operations per NCCL plan (one ncclGroupStart/End), and running per communicator: a
+  // pipeline's sends and receives (one or two per plan) are timed however far its GPU lags; of an
+  // all-to-all's hundreds in one plan, the first p2p_timed_per_plan are (one arrival per rank
+  // needs no more), the rest only counted: they would crowd out the collectives' slots and the
+  // files.
+  uint32_t p2p_timed_per_plan = 16;
+  uint32_t p2p_timed_per_comm = 512;
   // Waiting for GPU channel events. Timeouts count from the GPU's progress on the operation's
   // communicator, not from the launch: a GPU seconds behind its CPU keeps its times.
   // - no channel started, and a later operation of the communicator already reached the GPU
@@ -97,8 +105,9 @@ class Profiler {
   // Hot path. Each returns the handle to give NCCL; null drops the event (children of a null
   // handle arrive with a null parent and are counted as orphans).
   void* start_coll(void* context, const CollInfo& info);
-  // P2p operations are timed while few of their communicator's are running on the GPU
-  // (p2p_timed_per_comm); the others are counted and answered with a handle without state.
+  // P2p operations are timed while few of their plan's were (p2p_timed_per_plan) and their
+  // communicator has room (p2p_timed_per_comm); the others are counted and answered with a handle
+  // without state.
   void* start_p2p(void* context, const P2pInfo& info);
   void* start_kernel_ch(void* parent, uint8_t channel, uint64_t gpu_start);
   // NCCL's plan (one kernel): its handle numbers the plan per communicator, and every
@@ -179,6 +188,8 @@ class Profiler {
     // Timed p2p ops running (enqueued, GPU not done): a pipeline has a few, an all-to-all
     // hundreds at once. Released when the op's channels are done, or when it is written.
     std::atomic<uint32_t> p2p_timed{0};
+    std::atomic<uint64_t> p2p_plan{0};        // the plan of the latest p2p op, and how many of it were timed
+    std::atomic<uint32_t> p2p_timed_in_plan{0};
     std::atomic<uint64_t> bcast_group_api{0};
     std::atomic<int32_t> bcast_root{-1};
     std::atomic<bool> shifted{false};

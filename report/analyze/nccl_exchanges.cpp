@@ -233,6 +233,20 @@ Exchange make_exchange(const RunModel& m, const std::vector<Match>& matches, con
   ex.ops = comp.size();
   ex.host_timed = host_timed;
   ex.p2p = ex.symmetric = true;
+  if (comp.size() == 1 && !first.p2p) {  // a lone collective (the common case): its slots are its members
+    ex.p2p = false;
+    ex.symmetric = first.slots[0].c->func != StringTable::kNone && symmetric_collective(m.strings.at(first.slots[0].c->func));
+    ex.func = first.slots[0].c->func;
+    ex.seq = first.slots[0].c->seq;
+    ex.members.reserve(first.slots.size());
+    for (const Entry& e : first.slots) {
+      const Collective& c = *e.c;
+      ex.bytes = std::max(ex.bytes, c.bytes);
+      ex.members.push_back({e.rank, e.unit, c.comm_rank, host_timed ? c.upload_start_ns : c.gpu_start_ns,
+                            host_timed ? std::max(c.upload_start_ns, c.upload_end_ns) : c.gpu_end_ns});
+    }
+    return ex;
+  }
   std::map<int, ExchangeMember> by_comm_rank;
   std::tuple<uint32_t, uint64_t> lowest{StringTable::kNone, UINT64_MAX};
   for (size_t mi : comp) {

@@ -40,7 +40,9 @@
 //                 proxy hands each op of those channels the timestamps of the work ROOTS before
 //                 (transport/profiler.cc profilerProxyProgress: slot base % 64 once its counter
 //                 reached base). With v4/v5 (NCCL <= 2.28) a Broadcast is an ordinary collective.
-//   --gpu-lag     every rank's CPU enqueues MS ahead of its GPU (deep launch queues, CUDA graphs)
+//   --gpu-lag     every rank's CPU enqueues MS ahead of its GPU (deep launch queues, CUDA graphs);
+//                 20 ms by default, as an asynchronous training loop runs ahead (and so that a host
+//                 hiccup shorter than that does not make this fake launch work after its GPU ran it)
 //   --late-end    that rank's kernels end US later than the others' (a slow GPU), and its proxy
 //                 reports them then
 //   --pipeline    pipeline parallelism instead of data parallelism: rank s is stage s; per
@@ -71,6 +73,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <queue>
@@ -105,7 +108,7 @@ struct Options {
   int p2p_per_step = 0;
   int group = 1;
   int bcast_every = 0, bcast_roots = 0, bcast_channels = 0;
-  double gpu_lag_ms = 0;
+  double gpu_lag_ms = 20;
   int late_end_rank = -1;
   double late_end_us = 0;
   bool pipeline = false;
@@ -340,7 +343,7 @@ class Proxy {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  std::vector<Ch> channels_;
+  std::deque<Ch> channels_;  // a deque: the proxy writes a handle into one while the driver adds more
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> heap_;
   std::thread thread_;
 };

@@ -21,12 +21,15 @@ int64_t now_ns() {
 
 class NcclEndToEnd : public Scratch {
  protected:
+  // start_in_ms: the shared timeline starts a little later, once every rank is up (the fake sleeps
+  // until its host calls and callbacks are due, as a real job's threads would be). A rank that
+  // starts after it makes its first host calls late; tests that time arrivals by the host give
+  // the ranks more time to start on a loaded machine.
   ProcessResult run_fake(int nproc, const std::vector<std::string>& args,
-                         const std::map<std::string, std::optional<std::string>>& env = {}) {
-    // The shared timeline starts a little later, once every rank is up: the fake sleeps until its
-    // host calls and callbacks are due, as a real job's threads would be.
+                         const std::map<std::string, std::optional<std::string>>& env = {}, int start_in_ms = 400) {
     std::vector<std::string> argv = {kLaggard, "run", "--nproc", std::to_string(nproc), "--flush-s", "0.2",
-                                     "--out", out(), "--", kFakeNccl, "--base-ns", std::to_string(now_ns() + 200'000'000)};
+                                     "--out", out(), "--", kFakeNccl, "--base-ns",
+                                     std::to_string(now_ns() + int64_t{start_in_ms} * 1'000'000)};
     argv.insert(argv.end(), args.begin(), args.end());
     ProcessOptions o = clean_env();
     for (const auto& [k, v] : env) o.env[k] = v;
@@ -334,8 +337,9 @@ TEST_F(NcclFaults, V4TableKeepsKernelEventsOffUnlessAsked) {
 class NcclAsItIs : public NcclFaults {
  protected:
   nlohmann::json run_and_report(const std::vector<std::string>& args,
-                                const std::map<std::string, std::optional<std::string>>& env = {}, int nproc = 4) {
-    ProcessResult run = run_fake(nproc, args, env);
+                                const std::map<std::string, std::optional<std::string>>& env = {}, int nproc = 4,
+                                int start_in_ms = 400) {
+    ProcessResult run = run_fake(nproc, args, env, start_in_ms);
     EXPECT_EQ(run.exit_code, 0) << run.err;
     last_err_ = run.err;
     return report();
@@ -381,7 +385,7 @@ TEST_F(NcclAsItIs, GroupedCollectives) {
 TEST_F(NcclAsItIs, BroadcastShiftsTheWorkCounter) {
   for (const char* bcast : {"10:2:1", "10:2"}) {
     fs::remove_all(out());
-    nlohmann::json rep = run_and_report({"--steps", "60", "--late-rank", "2", "--bcast", bcast});
+    nlohmann::json rep = run_and_report({"--steps", "60", "--late-rank", "2", "--bcast", bcast}, {}, 4, 1000);
     expect_named_only(rep, 2);
     const auto& comm = rep["comm"];
     EXPECT_EQ(comm["collectives"], 60) << bcast;
