@@ -186,19 +186,24 @@ ClockOffsets estimate_clock_offsets(const std::vector<ClockSample>& samples, con
 namespace {
 
 // Per GPU, per time slice: the second smallest callback delay (the proxy's prompt reads, robust to
-// one odd value); INT64_MAX where a slice has fewer than two.
-std::vector<int64_t> slice_floors(const ClockOffsets& fit, size_t r, const std::vector<CallbackDelay>& d, int64_t lo,
-                                  int64_t width, int buckets) {
+// one odd value) and how crowded that floor is (fourth smallest - second smallest: a proxy that
+// reads promptly only now and then has a floor only that sure); INT64_MAX where a slice has fewer
+// than four.
+struct SliceFloor {
+  int64_t floor = INT64_MAX, spread = 0;
+};
+std::vector<SliceFloor> slice_floors(const ClockOffsets& fit, size_t r, const std::vector<CallbackDelay>& d, int64_t lo,
+                                     int64_t width, int buckets) {
   std::vector<std::vector<int64_t>> in(buckets);
   for (const CallbackDelay& x : d) {
     const int64_t t = x.gpu_ns - std::llround(fit.correction(r, x.gpu_ns));
     in[std::clamp<int64_t>((t - lo) / width, 0, buckets - 1)].push_back(x.delay_ns);
   }
-  std::vector<int64_t> floors(buckets, INT64_MAX);
+  std::vector<SliceFloor> floors(buckets);
   for (int b = 0; b < buckets; ++b)
-    if (in[b].size() >= 2) {
-      std::nth_element(in[b].begin(), in[b].begin() + 1, in[b].end());
-      floors[b] = in[b][1];
+    if (in[b].size() >= 4) {
+      std::partial_sort(in[b].begin(), in[b].begin() + 4, in[b].end());
+      floors[b] = {in[b][1], in[b][3] - in[b][1]};
     }
   return floors;
 }
@@ -220,18 +225,26 @@ std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<st
       hi = std::max(hi, t);
     }
   }
-  const int buckets = std::max(1, o.buckets);
+  // Slices of at least 32 samples each (the floors need some prompt reads), at most o.buckets.
+  size_t fewest = SIZE_MAX;
+  for (const auto& [host, units] : units_of)
+    for (size_t r : units) fewest = std::min(fewest, delays[r].size());
+  const int buckets = static_cast<int>(std::clamp<size_t>(fewest == SIZE_MAX ? 1 : fewest / 32, 1, std::max(1, o.buckets)));
   const int64_t width = lo <= hi ? (hi - lo) / buckets + 1 : 1;
   for (const auto& [host, units] : units_of) {
     if (units.size() < 2) continue;
     // (fit's offset - callbacks' offset) per GPU and slice: the same for every GPU whose fitted
     // offset is its clock's (host - reference GPU clock, plus the proxy's lag).
     std::vector<std::vector<double>> diff(units.size(), std::vector<double>(buckets, NAN));
+    std::vector<std::vector<double>> floor_spread(units.size());
     for (size_t k = 0; k < units.size(); ++k) {
       const size_t r = units[k];
-      std::vector<int64_t> floors = slice_floors(fit, r, delays[r], lo, width, buckets);
+      std::vector<SliceFloor> floors = slice_floors(fit, r, delays[r], lo, width, buckets);
       for (int b = 0; b < buckets; ++b)
-        if (floors[b] != INT64_MAX) diff[k][b] = fit.correction(r, lo + width * b + width / 2) + double(floors[b]);
+        if (floors[b].floor != INT64_MAX) {
+          diff[k][b] = fit.correction(r, lo + width * b + width / 2) + double(floors[b].floor);
+          floor_spread[k].push_back(double(floors[b].spread));
+        }
     }
     std::vector<std::vector<double>> e(units.size());
     for (int b = 0; b < buckets; ++b) {
@@ -243,12 +256,18 @@ std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<st
       for (size_t k = 0; k < units.size(); ++k)
         if (!std::isnan(diff[k][b])) e[k].push_back(diff[k][b] - mid);
     }
+    // How sure the floors are: the host's typical floor spread, and each GPU's slice-to-slice
+    // variation.
+    std::vector<double> host_spreads;
+    for (const auto& v : floor_spread)
+      if (!v.empty()) host_spreads.push_back(median(v));
+    const double host_spread = host_spreads.empty() ? 0 : median(host_spreads);
     for (size_t k = 0; k < units.size(); ++k) {
-      if (e[k].size() < 2) continue;
+      if (e[k].empty()) continue;
       std::vector<double> v = e[k];
       const double disagreement = median(v);
       for (double& x : v) x = std::abs(x - disagreement);
-      const double spread = median(v);
+      const double spread = std::max(v.size() >= 2 ? median(v) : 0.0, host_spread);
       if (std::abs(disagreement) <= std::max(o.tolerance_ns, 3 * spread)) continue;
       fit.offset_ns[units[k]] -= disagreement;
       corrected.push_back(units[k]);

@@ -4,6 +4,7 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -48,35 +49,50 @@ std::vector<PlanSpan> plan_spans(std::vector<Collective*>& list) {
   return spans;
 }
 
-// The second smallest of v (changed in place): the proxy's most prompt reads nearby, yet robust
-// to one bad neighbour. (A quantile would flag the prompt reads of a proxy whose lag grows or
-// shrinks: the slow rank's, whose samples must not be lost. Runs of bad values are caught by
-// the order check instead.)
-int64_t second_smallest(std::vector<int64_t>& v) {
-  std::nth_element(v.begin(), v.begin() + 1, v.end());
-  return v[1];
-}
+// The second smallest of a window: the proxy's most prompt reads nearby, yet robust to one bad
+// neighbour. (A quantile would flag the prompt reads of a proxy whose lag grows or shrinks: the
+// slow rank's, whose samples must not be lost.)
+int64_t second_smallest(const std::multiset<int64_t>& window) { return *std::next(window.begin()); }
 
 // GPU times later than the callback that reported them, against the proxy's usual delay around
 // them (callback - GPU time: the clocks' offset plus the proxy's lag; the offset drifts slowly,
-// so the baseline is local).
+// so the baseline is local). Each side's baseline comes from the ops within baseline_window_ns
+// of it, and at least the `neighbours` nearest: a proxy starved of CPU for a while (all its
+// reads late, a prompt one here and there) still has its prompt reads in the baseline, and a
+// prompt op among late neighbours is not taken for another work's time (issue 27, seen under
+// load).
 template <class HostOf, class GpuOf>
 void flag_after_callback(std::vector<Collective*> ops, HostOf host_of, GpuOf gpu_of, const NcclGpuCheckOptions& o) {
   ops.erase(std::remove_if(ops.begin(), ops.end(), [&](Collective* c) { return !host_of(*c); }), ops.end());
   std::sort(ops.begin(), ops.end(), [&](Collective* a, Collective* b) { return host_of(*a) < host_of(*b); });
-  const ptrdiff_t n = static_cast<ptrdiff_t>(ops.size());
-  std::vector<int64_t> delay(n), side;
-  for (ptrdiff_t i = 0; i < n; ++i) delay[i] = host_of(*ops[i]) - gpu_of(*ops[i]);
-  // Below the usual delay on both sides: a step in the proxy's lag (it fell behind, or caught up)
-  // is below one side only. Ops without enough neighbours on either side are not judged.
-  auto baseline = [&](ptrdiff_t from, ptrdiff_t to) {  // [from, to)
-    side.assign(delay.begin() + std::max<ptrdiff_t>(0, from), delay.begin() + std::min(n, to));
-    return side.size() >= 4 ? std::optional<int64_t>(second_smallest(side)) : std::nullopt;
-  };
-  for (ptrdiff_t i = 0; i < n; ++i) {
-    std::optional<int64_t> before = baseline(i - o.neighbours, i), after = baseline(i + 1, i + 1 + o.neighbours);
-    if (!before || !after || ops[i]->gpu_time_suspect) continue;
-    if (delay[i] < *before - o.callback_tolerance_ns && delay[i] < *after - o.callback_tolerance_ns)
+  const size_t n = ops.size();
+  std::vector<int64_t> delay(n), host(n);
+  for (size_t i = 0; i < n; ++i) {
+    host[i] = host_of(*ops[i]);
+    delay[i] = host[i] - gpu_of(*ops[i]);
+  }
+  // A proxy starved of CPU reads late most of the time and promptly now and then: an op may sit
+  // below its neighbours' floor by about as much as their reads vary. Only more than that (and
+  // than callback_tolerance_ns) says another work's time: a later work is a whole step later.
+  std::vector<int64_t> sorted = delay;
+  std::sort(sorted.begin(), sorted.end());
+  const double tolerance = std::max<double>(
+      double(o.callback_tolerance_ns), n ? double(sorted[n / 2] - sorted[std::min<size_t>(1, n - 1)]) : 0.0);
+  const size_t k = static_cast<size_t>(std::max(1, o.neighbours));
+  // Windows [lo, i) and (i, hi), both bounds only move forward.
+  std::multiset<int64_t> before, after;
+  size_t lo = 0, hi = 0, time_lo = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) before.insert(delay[i - 1]);
+    while (time_lo < i && host[time_lo] < host[i] - o.baseline_window_ns) ++time_lo;
+    for (const size_t new_lo = std::min(i > k ? i - k : 0, time_lo); lo < new_lo; ++lo) before.erase(before.find(delay[lo]));
+    if (i < hi) after.erase(after.find(delay[i]));
+    hi = std::max(hi, i + 1);
+    while (hi < n && (hi <= i + k || host[hi] <= host[i] + o.baseline_window_ns)) after.insert(delay[hi++]);
+    // Below the usual delay on both sides: a step in the proxy's lag (it fell behind, or caught
+    // up) is below one side only. Ops without enough neighbours on either side are not judged.
+    if (before.size() < 4 || after.size() < 4 || ops[i]->gpu_time_suspect) continue;
+    if (delay[i] < second_smallest(before) - tolerance && delay[i] < second_smallest(after) - tolerance)
       ops[i]->gpu_time_suspect = "after_callback";
   }
 }

@@ -20,7 +20,8 @@ namespace laggard::report {
 struct NcclGpuCheckOptions {
   int64_t far_clock_ns = 10'000'000'000;  // GPU clock further off the host's: not epoch-based, shift it
   int64_t callback_tolerance_ns = 500'000;  // a GPU time this much after its callback's baseline: not its own
-  int neighbours = 32;                      // ops each side giving the callback baselines
+  int neighbours = 32;                      // ops each side giving the callback baselines, at least,
+  int64_t baseline_window_ns = 5'000'000'000;  // ... and every op within this long of it
   int64_t order_tolerance_ns = 10'000;      // overlap of consecutive kernels of one communicator tolerated
 };
 

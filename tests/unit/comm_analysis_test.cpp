@@ -32,6 +32,8 @@ struct Scenario {
   int late_end_rank = -1;      // this rank's kernels end late_end after the others' (a slow GPU)
   int64_t late_end = 0;
   bool callbacks = false;      // NCCL's proxy callbacks, on the host clock, 20-30 us after each GPU stop
+  int starved_proxy_rank = -1; // this rank's proxy thread is starved of CPU: its callbacks come
+                               // 0.3-3 ms late, promptly (20 us) only one collective in 20
 };
 
 RunModel build(const Scenario& sc) {
@@ -91,6 +93,10 @@ RunModel build(const Scenario& sc) {
         if (sc.callbacks) {  // on the host clock, after the GPU wrote the stamp
           c.chan_host_start_ns = start + 20 * kUs + jit(rng) * 2;
           c.chan_host_stop_ns = stop + 20 * kUs + jit(rng) * 2;
+        }
+        if (sc.callbacks && r == sc.starved_proxy_rank && i % 20 != 3) {
+          c.chan_host_start_ns += 300 * kUs + int64_t(u(rng) * 2700 * kUs);
+          c.chan_host_stop_ns += 300 * kUs + int64_t(u(rng) * 2700 * kUs);
         }
         m.ranks[r].windows[0].collectives.push_back(c);
       }
@@ -410,6 +416,31 @@ TEST(CommAnalysis, ALateEndingGpuIsNotTakenForAClockOffset) {
   EXPECT_TRUE(rep.stragglers.empty());
   for (const CommRankStats& r : rep.ranks) EXPECT_EQ(r.last, 0u) << r.rank;
   EXPECT_NEAR(rep.ranks[1].late_end_ns, 200.0 * kUs, 30 * kUs);
+}
+
+// A GPU whose proxy thread is starved of CPU (a loaded host) reads its stamps late most of the
+// time: its callbacks' floor is not its clock's offset. Its real skew (400 us) stays the fit's,
+// not "corrected" by the late floor.
+TEST(CommAnalysis, AStarvedProxyDoesNotOverruleTheFit) {
+  Scenario sc;
+  sc.hosts = {"a", "a", "a", "a"};
+  sc.host_clock_shift = {0, 400 * kUs, 0, 0};
+  sc.callbacks = true;
+  sc.starved_proxy_rank = 1;
+  CommReport rep = analyze(build(sc));
+  EXPECT_NEAR(rep.ranks[1].clock_offset_ns, 400.0 * kUs, 10 * kUs);
+  EXPECT_EQ(rep.ranks[1].clock_source, "fit");
+  EXPECT_TRUE(rep.clock.callback_corrected.empty());
+  expect_only_late_rank_blamed(rep, 2);
+  // A late-ending GPU beside it is still found by its own (prompt) callbacks.
+  sc.host_clock_shift = {0, 0, 0, 0};
+  sc.starved_proxy_rank = 3;
+  sc.late_end_rank = 1;
+  sc.late_end = 200 * kUs;
+  rep = analyze(build(sc));
+  EXPECT_NEAR(rep.ranks[1].clock_offset_ns, 0, 30 * kUs);
+  EXPECT_EQ(rep.clock.callback_corrected, std::vector<int>{1});
+  expect_only_late_rank_blamed(rep, 2);
 }
 
 // A GPU late all along (its kernels start and end 3 ms late: a slow GPU that is everyone's

@@ -71,6 +71,29 @@ TEST(NcclGpuChecks, GpuTimeAfterItsCallbackIsFlagged) {
   EXPECT_NE(problems[0].message.find("1 after_callback"), std::string::npos) << problems[0].message;
 }
 
+// A proxy thread starved of CPU (a loaded host, issue 27): most callbacks come 3-6 ms after the
+// GPU wrote the stamp, a prompt one (20 us) only every 40 ops. A prompt read is the op's own time,
+// not a later work's: not flagged. A later work's time (two ops on, 4 ms) still is.
+TEST(NcclGpuChecks, PromptReadsOfAStarvedProxyAreNotFlagged) {
+  RankData r = rank_with_ops(400);
+  auto& ops = r.windows[0].collectives;
+  for (int i = 0; i < 400; ++i) {
+    const int64_t lag = i % 40 == 7 ? 20 * kUs : (3 + (i * 7) % 4) * kMs;
+    ops[i].chan_host_start_ns = ops[i].gpu_start_ns + lag;
+    ops[i].chan_host_stop_ns = ops[i].gpu_end_ns + lag;
+  }
+  ops[200].gpu_start_ns += 6 * kMs + 4 * kMs;  // a work three ops on, read before the proxy caught up
+  ops[200].gpu_end_ns += 6 * kMs + 4 * kMs;
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  auto s = suspects(r);
+  EXPECT_STREQ(s[200], "after_callback");
+  for (int i = 0; i < 400; ++i)
+    if (i != 200 && i != 199 && i != 201) {  // its neighbours overlap it: out_of_order, fair
+      EXPECT_EQ(s[i], nullptr) << i;
+    }
+}
+
 // An earlier work's timestamps (graph replay counters): the op overlaps its predecessor on the
 // communicator's stream; both are left out.
 TEST(NcclGpuChecks, StaleTimestampOverlapsItsPredecessor) {
