@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@ namespace laggard::nccl {
 namespace {
 
 std::atomic<bool> g_allowed{false};
+std::atomic<bool> g_was_unset{false};
 std::atomic<int> g_kernel_setting{-1};
 
 bool same_file(const char* a, const std::string& b) {
@@ -148,15 +150,30 @@ std::string offer_plugin_at_load(const Config& cfg, const std::string& self_path
     d.set_to.reset();
   }
   if (!d.warning.empty() && is_rank) LAGGARD_WARN_ONCE("%s", d.warning.c_str());
+  // NCCL 2.29+ reads its settings through an env plugin (src/plugin/env.cc): an external one
+  // may answer NCCL_PROFILER_PLUGIN with another plugin than the environment's.
+  const char* env_plugin = std::getenv("NCCL_ENV_PLUGIN");
+  if (d.status == "on" && is_rank && env_plugin && *env_plugin && strcasecmp(env_plugin, "none") != 0)
+    LAGGARD_WARN_ONCE("NCCL_ENV_PLUGIN is set to '%s': NCCL 2.29+ asks it for NCCL_PROFILER_PLUGIN, and if it names "
+                      "another profiler NCCL does not load laggard (the report then says NCCL never initialized it)",
+                      env_plugin);
+  g_was_unset.store(d.set_to.has_value(), std::memory_order_relaxed);
   g_kernel_setting.store(cfg.nccl_kernel_events, std::memory_order_relaxed);
   g_allowed.store(d.status == "on", std::memory_order_release);
   return d.status;
 }
 
 bool plugin_allowed() { return g_allowed.load(std::memory_order_acquire); }
+bool plugin_env_was_unset() { return g_was_unset.load(std::memory_order_relaxed); }
 int kernel_events_setting() { return g_kernel_setting.load(std::memory_order_relaxed); }
 
-KernelEventsDecision decide_kernel_events(int setting, int table_version, int64_t shm_bytes) {
+int64_t shm_needed_for_comm(int nranks, int nnodes) {
+  const int64_t local = (std::max(nranks, 1) + std::max(nnodes, 1) - 1) / std::max(nnodes, 1);
+  return local * kProxyOpsPoolBytes * 5 / 4;
+}
+
+KernelEventsDecision decide_kernel_events(int setting, int table_version, int64_t shm_free_bytes,
+                                          int64_t shm_needed_bytes) {
   KernelEventsDecision d;
   if (setting == 0) {
     d.on = false;
@@ -167,14 +184,16 @@ KernelEventsDecision decide_kernel_events(int setting, int table_version, int64_
     d.on = false;
     d.status = "off: NCCL 2.27 (v4 table) overflows its profiler proxy connections with kernel events "
                "(NVIDIA/nccl#2039); LAGGARD_NCCL_KERNEL_EVENTS=1 asks for them anyway";
-  } else if (shm_bytes >= 0 && shm_bytes < kSmallShmBytes) {
+  } else if (shm_free_bytes >= 0 && shm_free_bytes < shm_needed_bytes) {
     d.on = false;
-    d.status = "off: /dev/shm is " + std::to_string(shm_bytes >> 20) +
+    d.status = "off: /dev/shm has " + std::to_string(shm_free_bytes >> 20) + " MiB free, a communicator's local ranks need " +
+               std::to_string(shm_needed_bytes >> 20) +
                " MiB; NCCL crashes when its profiler connection cannot be set up there (NVIDIA/nccl#2326)";
-    d.warning = "/dev/shm is only " + std::to_string(shm_bytes >> 20) +
-                " MiB: laggard does not ask NCCL for per-channel GPU times (NVIDIA/nccl#2326), so NCCL "
-                "collectives are recorded without GPU times and nobody is blamed from them; enlarge /dev/shm "
-                "(docker --shm-size) or set LAGGARD_NCCL_KERNEL_EVENTS=1";
+    d.warning = "/dev/shm has only " + std::to_string(shm_free_bytes >> 20) + " MiB free (" +
+                std::to_string(shm_needed_bytes >> 20) +
+                " MiB needed for the next communicator): laggard stops asking NCCL for per-channel GPU times "
+                "(NVIDIA/nccl#2326), so NCCL collectives from now on are recorded without GPU times and nobody is "
+                "blamed from them; enlarge /dev/shm (docker --shm-size) or set LAGGARD_NCCL_KERNEL_EVENTS=1";
   } else {
     d.status = "on";
   }

@@ -70,8 +70,17 @@ bool plugin_allowed();
 // LAGGARD_NCCL_KERNEL_EVENTS as offer_plugin_at_load saw it (-1 auto, 0 off, 1 on).
 int kernel_events_setting();
 
-// /dev/shm smaller than this counts as small (Docker's default is 64 MiB).
-inline constexpr int64_t kSmallShmBytes = 256ll << 20;
+// What NCCL puts in /dev/shm per proxy state once a communicator's profiler proxy connection
+// needs progress (kernel events): an ops pool of sizeof(ncclProxyOp) 232 x MAX_OPS_PER_PEER 2048 x
+// NCCL_MAX_LOCAL_RANKS 72 bytes, about 32.6 MiB (proxy.cc proxyProgressInit, v2.30.7 1444-1489;
+// one proxy state per communicator unless it shares its parent's resources). Every local rank of
+// the communicator makes its own.
+inline constexpr int64_t kProxyOpsPoolBytes = int64_t{232} * 2048 * 72;
+
+// /dev/shm bytes the local ranks of a new communicator will take with kernel events on: its
+// ranks on this host (nranks / nnodes, rounded up) times one ops pool, plus a quarter for what
+// else uses /dev/shm meanwhile (NCCL's other segments, DataLoader workers).
+int64_t shm_needed_for_comm(int nranks, int nnodes);
 
 struct KernelEventsDecision {
   bool on = true;
@@ -82,9 +91,30 @@ struct KernelEventsDecision {
 // Whether to ask NCCL for KernelCh events (the GPU times of each channel), in auto mode:
 // - not with the v4 table, i.e. NCCL 2.27: its profiler proxy connections are shared and
 //   all-to-all batches overflow them ("Proxy append out of bounds", NVIDIA/nccl#2039);
-// - not when /dev/shm is small: NCCL 2.27-2.30 ignore a failed profiler connection setup and
-//   dereference it later (NVIDIA/nccl#2326). shm_bytes < 0: unknown (not checked).
+// - not when /dev/shm has less free space than the communicator's local ranks need
+//   (shm_needed_for_comm): NCCL 2.27-2.30 ignore a failed profiler connection setup and
+//   dereference it later (NVIDIA/nccl#2326). shm_free_bytes < 0: unknown (not checked).
+// Asked at every communicator's init while kernel events are on: once off, they stay off.
 // setting: kernel_events_setting(); table_version: 4, 5 or 6.
-KernelEventsDecision decide_kernel_events(int setting, int table_version, int64_t shm_bytes);
+KernelEventsDecision decide_kernel_events(int setting, int table_version, int64_t shm_free_bytes,
+                                          int64_t shm_needed_bytes);
+
+// The profiler plugin NCCL would have loaded had laggard not set NCCL_PROFILER_PLUGIN (only
+// asked when laggard set it): NCCL's default "libnccl-profiler.so" in a directory of
+// `search_dirs` (the loader's search path for libnccl), else, from NCCL 2.28 (table >= 5), a
+// loaded net plugin ("libnccl-net*") exporting a profiler table (profiler.cc
+// ncclProfilerPluginLoad, v2.30.7 62-68). Empty: none. NCCL loads only one profiler plugin:
+// laggard does not chain to it (it says so).
+struct LoadedLibrary {
+  std::string path;
+  bool has_profiler_table = false;
+};
+std::string find_displaced_profiler(const std::vector<std::string>& search_dirs,
+                                    const std::vector<LoadedLibrary>& loaded, int table_version);
+// The same, for this process: the loader's search path of the loaded libnccl (or of the
+// program), and the loaded libraries.
+std::string find_displaced_profiler_here(int table_version);
+// Whether offer_plugin_at_load set NCCL_PROFILER_PLUGIN (it was set nowhere before).
+bool plugin_env_was_unset();
 
 }  // namespace laggard::nccl

@@ -12,13 +12,10 @@
 #include "abi_v6.h"
 #include "nccl_source.h"
 
+#include <type_traits>
+
 namespace laggard::nccl {
 namespace {
-
-// Collectives, p2p operations and, unless gated off (plugin_env.h, decide_kernel_events), their
-// per-channel GPU times. NCCL also starts the parents of these (group and API events) and hands
-// them over; they are answered without state.
-int event_mask(const Profiler& p) { return abi::kColl | abi::kP2p | (p.kernel_events() ? int{abi::kKernelCh} : 0); }
 
 abi::Result init_comm(int table_version, void** context, int* mask, uint64_t hash, const char* name, int nnodes,
                       int nranks, int rank) {
@@ -29,9 +26,12 @@ abi::Result init_comm(int table_version, void** context, int* mask, uint64_t has
       if (mask) *mask = 0;  // the whole process stays out: NCCL skips every event
       return abi::kSuccess;
     }
-    void* ctx = p->add_comm(hash, name, nnodes, nranks, rank, table_version);
+    void* ctx = add_comm_for_init(*p, table_version, hash, name, nnodes, nranks, rank);
     if (context) *context = ctx;
-    if (mask) *mask = event_mask(*p);
+    // Collectives, p2p operations and, unless gated off (plugin_env.h), their per-channel GPU
+    // times. NCCL also starts the parents of these (Group, GroupApi and CollApi events) and
+    // hands them over: the Group handle numbers the plan, the API events mark Broadcasts.
+    if (mask) *mask = abi::kColl | abi::kP2p | (p->kernel_events() ? int{abi::kKernelCh} : 0);
   } catch (...) {
   }
   return abi::kSuccess;
@@ -50,6 +50,14 @@ abi::Result init_v5(void** context, uint64_t id, int* mask, const char* name, in
 abi::Result init_v6(void** context, uint64_t id, int* mask, const char* name, int nnodes, int nranks, int rank,
                     abi::DebugLogger) {
   return init_comm(6, context, mask, id, name, nnodes, nranks, rank);
+}
+
+// The Group event a collective or p2p operation belongs to: v4 names it as the parent, v5+ in
+// parentGroup (their parent is the API event).
+template <class D, class T>
+void* group_of(const D* d, const T& op) {
+  if constexpr (std::is_same_v<D, abi::DescrV4>) return d->parentObj;
+  else return op.parentGroup;
 }
 
 // D: DescrV4 or DescrV5/V6; coll/p2p/kernelCh sit at the same offsets in all three.
@@ -73,6 +81,7 @@ abi::Result start_event(void* context, void** handle, D* d) {
       c.nchannels = d->coll.nChannels;
       c.algo = d->coll.algo;
       c.proto = d->coll.proto;
+      c.group = group_of(d, d->coll);
       *handle = p->start_coll(context, c);
     } else if (type == abi::kP2p) {
       P2pInfo i;
@@ -81,9 +90,16 @@ abi::Result start_event(void* context, void** handle, D* d) {
       i.peer = d->p2p.peer;
       i.datatype = d->p2p.datatype;
       i.nchannels = d->p2p.nChannels;
+      i.group = group_of(d, d->p2p);
       *handle = p->start_p2p(context, i);
     } else if (type == abi::kGroup) {
-      *handle = Profiler::group_handle();
+      *handle = p->start_group(context);
+    } else if constexpr (!std::is_same_v<D, abi::DescrV4>) {
+      if (type == abi::kGroupApi) {
+        *handle = Profiler::group_api_handle();
+      } else if (type == abi::kCollApi) {
+        p->note_coll_api(context, d->collApi.func, d->collApi.root, d->parentObj);
+      }
     }
   } catch (...) {
     *handle = nullptr;

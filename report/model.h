@@ -141,6 +141,13 @@ struct Collective {
   const char* gpu_time_suspect = nullptr;
   uint32_t comm_name = StringTable::kNone;     // NCCL's commName; kNone when the job gave none
   int comm_nnodes = 0;                         // hosts NCCL counted in the communicator
+  // Issue 27 (optional in files): the CUDA device of its communicator (-1: unknown), NCCL's plan
+  // (kernel) it ran in, per communicator (0: unknown; ops of one plan share an arrival), and
+  // whether NCCL's work counter on its communicator was shifted before it (its GPU times, if
+  // any, are another work's).
+  int device = -1;
+  uint64_t group = 0;
+  bool gpu_shifted = false;
 };
 
 // One GPU's health over one window (docs/schema.md, "Version 4: GPU health").
@@ -220,6 +227,7 @@ struct CaptureWindow {
   std::vector<P2pCounts> p2p;
   int nccl_table = 0;                   // version 4: the plugin table NCCL called init through (0: unknown)
   std::string nccl_kernel_events;       // version 4: "on" or "off: why"
+  std::string nccl_displaced;           // issue 27: the profiler plugin laggard displaced ("" none)
   std::vector<PausedPeriod> paused;     // version 5: parts of this window capture was paused
   // Issue 30, optional: the threads' wait for a CPU; null: not measured (not zero). Shared, so a
   // window stays cheap to copy and a run without it pays 16 bytes a window.

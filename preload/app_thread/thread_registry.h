@@ -26,7 +26,9 @@ ThreadSlot* claim_slot(uint32_t tid, const RangeStack* stack);
 void release_slot(ThreadSlot* slot);
 
 extern std::atomic<uint64_t> g_unslotted_events;
-// Collective starts and completions (NCCL source), and anything else that is progress.
+// Progress of NCCL's collectives, bumped by the NCCL source's harvest on the flush thread when
+// operations started, moved or finished (never on NCCL's callback threads: one counter bumped
+// by every thread would be a shared cache line on the hot path, issue 29).
 extern std::atomic<uint64_t> g_collective_events;
 
 // Hot path: one plain load and store on a line only this thread writes (no lock prefix).
@@ -37,7 +39,7 @@ inline void note_progress(ThreadSlot* slot) {
     g_unslotted_events.fetch_add(1, std::memory_order_relaxed);
 }
 
-inline void note_collective_event() { g_collective_events.fetch_add(1, std::memory_order_relaxed); }
+inline void note_collective_event(uint64_t n = 1) { g_collective_events.fetch_add(n, std::memory_order_relaxed); }
 
 // Sum of every progress counter: changes whenever any thread or collective made progress.
 uint64_t total_progress();

@@ -17,6 +17,7 @@ NcclDrops& NcclDrops::operator+=(const NcclDrops& o) {
   missing_channels += o.missing_channels;
   bad_gpu_time += o.bad_gpu_time;
   unfinished_at_exit += o.unfinished_at_exit;
+  shifted_kernel_ch += o.shifted_kernel_ch;
   return *this;
 }
 
@@ -42,7 +43,9 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
   j.field("gpu_clock", "globaltimer");
   // Version 4: what NCCL actually did with the plugin.
   j.key("plugin").begin_object().field("table", w.table_version).field("inits", w.inits);
-  j.field("kernel_events", w.kernel_events).end_object();
+  j.field("kernel_events", w.kernel_events);
+  if (!w.displaced.empty()) j.field("displaced", w.displaced);  // issue 27
+  j.end_object();
   j.key("comms").begin_array();
   for (const NcclCommInfo& c : w.comms) {
     char id[24];
@@ -50,7 +53,9 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
     j.begin_object().field("id", id);
     j.key("name");
     if (c.name.empty()) j.null(); else j.value(sanitize_utf8(c.name));
-    j.field("nranks", c.nranks).field("rank", c.rank).field("nnodes", c.nnodes).end_object();
+    j.field("nranks", c.nranks).field("rank", c.rank).field("nnodes", c.nnodes);
+    if (c.device >= 0) j.field("device", c.device);  // issue 27: one clock per GPU
+    j.end_object();
   }
   j.end_array();
   // NCCL's strings (and the job's commName) are bytes as given: invalid UTF-8 would make the
@@ -74,6 +79,11 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
   column(j, "proto", ops, [&](const NcclOp& o) { string_index(j, o.proto); });
   column(j, "nchannels", ops, [&](const NcclOp& o) { j.value(int(o.nchannels)); });
   column(j, "channels", ops, [&](const NcclOp& o) { j.value(int(o.channels)); });
+  // Issue 27: the plan (kernel) each op ran in, and ops whose GPU times belong to other work.
+  column(j, "group", ops, [&](const NcclOp& o) {
+    if (o.group) j.value(o.group); else j.null();
+  });
+  column(j, "gpu_shifted", ops, [&](const NcclOp& o) { j.value(o.gpu_shifted ? 1 : 0); });
   // Named host_* since version 3; they are NCCL's plan upload (docs/schema.md, version 4).
   column(j, "host_start_offset_ns", ops, [&](const NcclOp& o) { j.value(o.upload_start_ns - t0); });
   column(j, "host_dur_ns", ops, [&](const NcclOp& o) {
@@ -118,6 +128,7 @@ void render_nccl(JsonOut& j, const NcclWindow& w, int64_t t0) {
       .field("missing_channels", d.missing_channels)
       .field("bad_gpu_time", d.bad_gpu_time)
       .field("unfinished_at_exit", d.unfinished_at_exit)
+      .field("shifted_kernel_ch", d.shifted_kernel_ch)
       .end_object();
   j.end_object();
 }

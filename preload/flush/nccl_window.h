@@ -12,6 +12,7 @@ struct NcclCommInfo {
   uint64_t hash = 0;     // NCCL's commHash: the same on every rank of the communicator
   std::string name;      // config.commName; empty when NCCL passed none
   int nranks = 0, rank = -1, nnodes = 0;
+  int device = -1;       // CUDA device the communicator was created on (cuCtxGetDevice at init); -1: unknown
 };
 
 constexpr uint32_t kNcclNoString = 0xffffffffu;
@@ -23,7 +24,16 @@ struct NcclOp {
   uint32_t algo = kNcclNoString, proto = kNcclNoString;  // collectives only
   bool p2p = false;
   int32_t root = -1, peer = -1;             // root: collectives; peer: p2p
-  uint64_t seq = 0;                         // collectives: NCCL's seqNumber (per comm and func)
+  // Collectives: NCCL's seqNumber (per comm and func). P2p: this op's index among the rank's
+  // Sends to (Recvs from) `peer` on this communicator, counted over every one of them: NCCL
+  // matches a pair's sends and receives in order, so index k of a Send is index k of the Recv.
+  uint64_t seq = 0;
+  // NCCL's plan (one kernel) this op ran in: ops of one ncclGroupStart/End share it and run
+  // in one kernel, their GPU times overlap. Per communicator, counted from 1; 0: unknown.
+  uint64_t group = 0;
+  // The communicator's kernel work counter was shifted before this op (NCCL 2.29+ Broadcast
+  // from several roots in one group, NVIDIA/nccl#2368): GPU times are another work's, if any.
+  bool gpu_shifted = false;
   uint64_t count = 0, bytes = 0;            // bytes = count x element size
   uint8_t nchannels = 0;                    // channels NCCL said the op uses
   uint8_t channels = 0;                     // channels whose GPU stop arrived
@@ -38,7 +48,8 @@ struct NcclOp {
   int64_t chan_host_start_ns = 0, chan_host_stop_ns = 0;
 };
 
-// P2p operations are not matched across ranks: per communicator, only counted.
+// P2p operations not listed in ops (beyond the timed ones a communicator may have in flight):
+// per communicator, only counted.
 struct NcclP2pCounts {
   uint32_t comm = 0;  // index into NcclWindow::comms
   uint64_t sends = 0, recvs = 0, send_bytes = 0, recv_bytes = 0;
@@ -56,6 +67,7 @@ struct NcclDrops {
   uint64_t missing_channels = 0;   // ops written with fewer channel stops than channels
   uint64_t bad_gpu_time = 0;       // ops whose GPU stop preceded the start (times discarded)
   uint64_t unfinished_at_exit = 0; // ops still in flight at the final flush (written as they were)
+  uint64_t shifted_kernel_ch = 0;  // GPU channel events ignored: their communicator's work counter is shifted
 
   NcclDrops& operator+=(const NcclDrops& o);
 };
@@ -64,7 +76,10 @@ struct NcclWindow {
   bool active = false;             // NCCL loaded the plugin: write the "nccl" object
   int table_version = 0;           // the plugin table NCCL called init through (4, 5, 6); 0: none yet
   uint64_t inits = 0;              // communicators NCCL initialized the plugin for, so far
-  std::string kernel_events;       // "on" or "off: why": whether KernelCh events were asked for
+  std::string kernel_events;       // "on" or "off: why": whether KernelCh events were asked for (now)
+  // Another profiler plugin NCCL would have loaded had laggard not set NCCL_PROFILER_PLUGIN
+  // ("libnccl-profiler.so in /dir", ...); empty: none found.
+  std::string displaced;
   std::vector<NcclP2pCounts> p2p;  // this window's p2p counts, per communicator that had any
   std::vector<NcclCommInfo> comms; // referenced by ops, plus communicators created in this window
   std::vector<std::string> strings;

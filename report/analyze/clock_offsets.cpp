@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <map>
 
 #include "parallel.h"
@@ -180,6 +181,103 @@ ClockOffsets estimate_clock_offsets(const std::vector<ClockSample>& samples, con
   relative_to_reference(f, out);
   host_spreads(f, hosts, out);
   return out;
+}
+
+namespace {
+
+// Per GPU, per time slice: the second smallest callback delay (the proxy's prompt reads, robust to
+// one odd value) and how crowded that floor is (fourth smallest - second smallest: a proxy that
+// reads promptly only now and then has a floor only that sure); INT64_MAX where a slice has fewer
+// than four.
+struct SliceFloor {
+  int64_t floor = INT64_MAX, spread = 0;
+};
+std::vector<SliceFloor> slice_floors(const ClockOffsets& fit, size_t r, const std::vector<CallbackDelay>& d, int64_t lo,
+                                     int64_t width, int buckets) {
+  std::vector<std::vector<int64_t>> in(buckets);
+  for (const CallbackDelay& x : d) {
+    const int64_t t = x.gpu_ns - std::llround(fit.correction(r, x.gpu_ns));
+    in[std::clamp<int64_t>((t - lo) / width, 0, buckets - 1)].push_back(x.delay_ns);
+  }
+  std::vector<SliceFloor> floors(buckets);
+  for (int b = 0; b < buckets; ++b)
+    if (in[b].size() >= 4) {
+      std::partial_sort(in[b].begin(), in[b].begin() + 4, in[b].end());
+      floors[b] = {in[b][1], in[b][3] - in[b][1]};
+    }
+  return floors;
+}
+
+}  // namespace
+
+std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<std::vector<CallbackDelay>>& delays,
+                                         const std::vector<std::string>& hosts, const CallbackCheckOptions& o) {
+  std::vector<size_t> corrected;
+  const size_t n = std::min(hosts.size(), delays.size());
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  std::map<std::string, std::vector<size_t>> units_of;
+  for (size_t r = 0; r < n && r < fit.offset_ns.size(); ++r) {
+    if (delays[r].size() < o.min_samples || !fit.rank_samples[r]) continue;
+    units_of[hosts[r]].push_back(r);
+    for (const CallbackDelay& x : delays[r]) {
+      const int64_t t = x.gpu_ns - std::llround(fit.correction(r, x.gpu_ns));
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+  }
+  // Slices of at least 32 samples each (the floors need some prompt reads), at most o.buckets.
+  size_t fewest = SIZE_MAX;
+  for (const auto& [host, units] : units_of)
+    for (size_t r : units) fewest = std::min(fewest, delays[r].size());
+  const int buckets = static_cast<int>(std::clamp<size_t>(fewest == SIZE_MAX ? 1 : fewest / 32, 1, std::max(1, o.buckets)));
+  const int64_t width = lo <= hi ? (hi - lo) / buckets + 1 : 1;
+  for (const auto& [host, units] : units_of) {
+    if (units.size() < 2) continue;
+    // (fit's offset - callbacks' offset) per GPU and slice: the same for every GPU whose fitted
+    // offset is its clock's (host - reference GPU clock, plus the proxy's lag).
+    std::vector<std::vector<double>> diff(units.size(), std::vector<double>(buckets, NAN));
+    std::vector<std::vector<double>> floor_spread(units.size());
+    for (size_t k = 0; k < units.size(); ++k) {
+      const size_t r = units[k];
+      std::vector<SliceFloor> floors = slice_floors(fit, r, delays[r], lo, width, buckets);
+      for (int b = 0; b < buckets; ++b)
+        if (floors[b].floor != INT64_MAX) {
+          diff[k][b] = fit.correction(r, lo + width * b + width / 2) + double(floors[b].floor);
+          floor_spread[k].push_back(double(floors[b].spread));
+        }
+    }
+    std::vector<std::vector<double>> e(units.size());
+    for (int b = 0; b < buckets; ++b) {
+      std::vector<double> col;
+      for (size_t k = 0; k < units.size(); ++k)
+        if (!std::isnan(diff[k][b])) col.push_back(diff[k][b]);
+      if (col.size() < 2) continue;
+      const double mid = median(col);
+      for (size_t k = 0; k < units.size(); ++k)
+        if (!std::isnan(diff[k][b])) e[k].push_back(diff[k][b] - mid);
+    }
+    // How sure the floors are: the host's typical floor spread, and each GPU's slice-to-slice
+    // variation.
+    std::vector<double> host_spreads;
+    for (const auto& v : floor_spread)
+      if (!v.empty()) host_spreads.push_back(median(v));
+    const double host_spread = host_spreads.empty() ? 0 : median(host_spreads);
+    for (size_t k = 0; k < units.size(); ++k) {
+      if (e[k].empty()) continue;
+      std::vector<double> v = e[k];
+      const double disagreement = median(v);
+      for (double& x : v) x = std::abs(x - disagreement);
+      const double spread = std::max(v.size() >= 2 ? median(v) : 0.0, host_spread);
+      if (std::abs(disagreement) <= std::max(o.tolerance_ns, 3 * spread)) continue;
+      fit.offset_ns[units[k]] -= disagreement;
+      corrected.push_back(units[k]);
+    }
+  }
+  fit.max_abs_offset_ns = 0;
+  for (size_t r = 0; r < fit.offset_ns.size(); ++r)
+    if (fit.rank_samples[r]) fit.max_abs_offset_ns = std::max(fit.max_abs_offset_ns, std::abs(fit.offset_ns[r]));
+  std::sort(corrected.begin(), corrected.end());
+  return corrected;
 }
 
 }  // namespace laggard::report

@@ -59,4 +59,26 @@ struct ClockOffsets {
 ClockOffsets estimate_clock_offsets(const std::vector<ClockSample>& samples, const std::vector<std::string>& hosts,
                                     size_t ngroups, const ClockOptions& options = {});
 
+// The fit against the host clock (issue 27). The fit cannot tell a GPU whose collectives end late
+// every time (a slow GPU, or one that is late all along) from a GPU clock that reads ahead: both
+// move that GPU's ends by the same amount in every collective, and the fit takes it for an
+// offset, hiding the GPU and blaming the others. NCCL's proxy calls back with each GPU stop
+// after the GPU wrote it, on the host clock, which GPUs of one host share: the floor of
+// (callback host time - GPU stop) is that GPU's offset from the host clock, plus a small lag.
+struct CallbackDelay {
+  int64_t gpu_ns;    // the GPU stop (its own clock)
+  int64_t delay_ns;  // host time of the callback that reported it - gpu_ns
+};
+struct CallbackCheckOptions {
+  double tolerance_ns = 20'000;  // disagreement tolerated (at least; more where callbacks are noisy)
+  size_t min_samples = 24;       // per GPU
+  int buckets = 8;               // time slices compared (drift: the floors are compared slice by slice)
+};
+// Per host with two or more GPUs that have callbacks: each GPU's offset from the fit minus the one
+// from the callbacks, against the host's median, slice by slice. A GPU whose median difference is
+// beyond the tolerance gets its offset corrected by it (its drift stays). delays[r]: rank index
+// r's. Returns the ranks corrected.
+std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<std::vector<CallbackDelay>>& delays,
+                                         const std::vector<std::string>& hosts, const CallbackCheckOptions& o = {});
+
 }  // namespace laggard::report

@@ -9,44 +9,21 @@
 #include <fmt/format.h>
 
 #include "clock_offsets.h"
+#include "nccl_exchanges.h"
 #include "stats.h"
 
 namespace laggard::report {
 namespace {
 
-struct Key {
-  uint32_t comm, func;
-  uint64_t seq;
-  bool operator==(const Key& o) const { return comm == o.comm && func == o.func && seq == o.seq; }
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    uint64_t h = k.seq * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 32 | k.func);
-    return static_cast<size_t>(h ^ (h >> 29));
-  }
-};
-
-struct Entry {
-  size_t rank;  // index into model.ranks
-  const Collective* c;
-};
-
-struct Group {  // one collective, matched on every rank of its communicator
-  Key key;
-  int n = 0;
-  std::vector<Entry> by_comm_rank;
-};
-
-struct Outcome {  // what the analysis found for one matched group
-  int64_t last_arrival = 0;
+struct Outcome {  // what the analysis found for one exchange
+  int64_t last_arrival = 0;     // on the reference clock
   double total_wait = 0;
   double transfer_ns = 0, algbw = 0, busbw = 0, size = 0;
-  std::vector<int> last_ranks;  // global ranks
+  std::vector<int> last_ranks;  // global ranks that arrived last by themselves
+  std::vector<std::pair<size_t, double>> blamed;  // rank index, share of the waiting (sums to 1)
+  std::vector<int64_t> start, end;  // by member, on the reference clock
+  std::vector<double> wait;         // by member
 };
-
-bool symmetric(const std::string& func) {
-  return func == "AllReduce" || func == "AllGather" || func == "ReduceScatter";
-}
 
 // What NCCL did with the plugin on this rank, as its files tell.
 std::string plugin_status(const RankData& r) {
@@ -101,35 +78,32 @@ double algbw_bytes(const std::string& func, uint64_t bytes, int n) {
 
 namespace {
 
-using ByKey = std::unordered_map<Key, std::vector<Entry>, KeyHash>;
-
 // What the steps of analyze_collectives pass on to each other.
 struct CommWork {
   const RunModel& m;
   const ScoreReport& scores;
   const CommOptions& opt;
   CommReport& rep;
-  std::vector<std::string> hosts;      // per rank index
   std::map<uint32_t, size_t> comm_at;  // comm id -> index in rep.comms
-  std::vector<Group> groups;           // matched on every rank, by (comm, func, seq)
-  ClockOffsets clock;
-  std::vector<Outcome> outcomes;       // per group
-  // [comm index][comm rank]; rank -1: the rank took part in none of its matched collectives.
+  Exchanges x;                         // matched on every rank (nccl_exchanges.h)
+  ClockOffsets clock;                  // per clock unit (GPU)
+  std::vector<Outcome> outcomes;       // per exchange
+  // [comm index][comm rank]; rank -1: the rank took part in none of its exchanges.
   std::vector<std::vector<CommSummary::PerRank>> per_comm_rank;
-  // A GPU time of rank index ri on the reference clock.
-  int64_t aligned(size_t ri, int64_t t) const { return t - std::llround(clock.correction(ri, t)); }
+  // A member's time on the reference clock (host-timed exchanges are on the host clock already).
+  int64_t aligned(const Exchange& ex, const ExchangeMember& mb, int64_t t) const {
+    return ex.host_timed ? t : t - std::llround(clock.correction(mb.unit, t));
+  }
 };
 
-// Every rank's operations: p2p counted, collectives keyed for matching across ranks.
-ByKey collect(CommWork& w) {
-  ByKey by_key;
+// Every rank's operations counted (p2p ones too); false when there are none.
+bool collect(CommWork& w) {
   const size_t R = w.m.ranks.size();
   w.rep.ranks.resize(R);
-  w.hosts.resize(R);
   for (size_t ri = 0; ri < R; ++ri) {
     CommRankStats& s = w.rep.ranks[ri];
     s.rank = w.m.ranks[ri].rank;
-    s.host = w.hosts[ri] = w.m.ranks[ri].host;
+    s.host = w.m.ranks[ri].host;
     s.gpu_shift_ns = w.m.ranks[ri].nccl_gpu_shift_ns;
     s.nccl_plugin = plugin_status(w.m.ranks[ri]);
     for (const CaptureWindow& cw : w.m.ranks[ri].windows) {
@@ -141,86 +115,66 @@ ByKey collect(CommWork& w) {
       for (const Collective& c : cw.collectives) {
         s.suspect += c.gpu_time_suspect != nullptr;
         ++w.rep.ops;
-        if (c.p2p) {
-          ++w.rep.p2p;
-          ++s.p2p_ops;
-          s.p2p_bytes += c.bytes;
-          if (c.gpu_start_ns && c.gpu_end_ns > c.gpu_start_ns) s.p2p_gpu_ns += double(c.gpu_end_ns - c.gpu_start_ns);
-          continue;
-        }
-        by_key[{c.comm, c.func, c.seq}].push_back({ri, &c});
+        if (!c.p2p) continue;
+        ++w.rep.p2p;
+        ++s.p2p_ops;
+        s.p2p_bytes += c.bytes;
+        if (c.gpu_start_ns && c.gpu_end_ns > c.gpu_start_ns) s.p2p_gpu_ns += double(c.gpu_end_ns - c.gpu_start_ns);
       }
     }
   }
-  return by_key;
+  return w.rep.ops > 0;
 }
 
-CommSummary& summary_of(CommWork& w, const Collective& c) {
-  auto [it, added] = w.comm_at.emplace(c.comm, w.rep.comms.size());
-  if (added) {
+// The exchanges, and per communicator what matched and what did not.
+void summarize_matches(CommWork& w) {
+  w.x = build_exchanges(w.m);
+  for (const auto& [comm, cm] : w.x.comms) {
+    w.comm_at[comm] = w.rep.comms.size();
     CommSummary s;
-    s.comm = c.comm;
-    s.name = c.comm_name;
-    s.nranks = c.comm_nranks;
-    s.ranks.assign(std::max(0, c.comm_nranks), -1);
-    s.last_share_threshold = c.comm_nranks > 0 ? (1.0 + 1.0 / c.comm_nranks) / 2 : 1;
+    s.comm = comm;
+    s.name = cm.name;
+    s.nranks = cm.nranks;
+    s.ranks = cm.ranks;
+    s.last_share_threshold = cm.nranks > 0 ? (1.0 + 1.0 / cm.nranks) / 2 : 1;
+    s.collectives = cm.matched;
+    s.incomplete = cm.incomplete;
+    s.suspect = cm.suspect;
+    s.shifted = cm.shifted;
+    s.p2p_pairs = cm.p2p_pairs;
+    s.host_timed = cm.host_timed;
+    w.rep.matched += cm.matched;
+    w.rep.incomplete += cm.incomplete;
+    w.rep.suspect += cm.suspect;
+    w.rep.shifted += cm.shifted;
+    w.rep.p2p_pairs += cm.p2p_pairs;
+    w.rep.host_timed += cm.host_timed;
     w.rep.comms.push_back(std::move(s));
   }
-  return w.rep.comms[it->second];
+  w.rep.arrivals = w.x.list.size();
 }
 
-// The collectives seen on every rank of their communicator with usable GPU times.
-void match(CommWork& w, ByKey& by_key) {
-  for (auto& [key, entries] : by_key) {
-    const Collective& first = *entries.front().c;
-    CommSummary& cs = summary_of(w, first);
-    const int n = first.comm_nranks;
-    Group g{key, n, std::vector<Entry>(std::max(0, n), Entry{0, nullptr})};
-    bool complete = n >= 2;
-    for (const Entry& e : entries) {
-      int cr = e.c->comm_rank;
-      if (cr < 0 || cr >= n || e.c->comm_nranks != n) {
-        complete = false;
-        continue;
-      }
-      if (!g.by_comm_rank[cr].c) g.by_comm_rank[cr] = e;  // a restarted communicator may repeat seqs
-      if (cs.ranks[cr] < 0) cs.ranks[cr] = w.m.ranks[e.rank].rank;
-    }
-    bool suspect = false;
-    for (const Entry& e : g.by_comm_rank) {
-      complete = complete && e.c && e.c->gpu_start_ns && e.c->gpu_end_ns >= e.c->gpu_start_ns;
-      suspect |= e.c && e.c->gpu_time_suspect;
-    }
-    if (!complete || suspect) {
-      ++cs.incomplete;
-      ++w.rep.incomplete;
-      cs.suspect += suspect;
-      w.rep.suspect += suspect;
-      continue;
-    }
-    w.groups.push_back(std::move(g));
-  }
-  std::sort(w.groups.begin(), w.groups.end(), [](const Group& a, const Group& b) {
-    return std::tie(a.key.comm, a.key.func, a.key.seq) < std::tie(b.key.comm, b.key.func, b.key.seq);
-  });
-  w.rep.matched = w.groups.size();
-}
-
-// Align clocks: symmetric collectives end together on all ranks (rooted ones need not).
+// Align clocks: symmetric collectives end together on all ranks (rooted ones and p2p pairs only
+// roughly: used when there is nothing else). One clock per GPU; then checked against the host
+// callbacks of GPUs that share a host.
 void align_clocks(CommWork& w) {
   const RunModel& m = w.m;
   CommReport& rep = w.rep;
   bool any_symmetric = false;
-  for (const Group& g : w.groups) any_symmetric |= symmetric(m.strings.at(g.key.func));
+  for (const Exchange& ex : w.x.list) any_symmetric |= ex.symmetric && !ex.host_timed;
   std::vector<ClockSample> samples;
-  for (size_t gi = 0; gi < w.groups.size(); ++gi) {
-    if (any_symmetric && !symmetric(m.strings.at(w.groups[gi].key.func))) continue;
-    for (const Entry& e : w.groups[gi].by_comm_rank) samples.push_back({gi, e.rank, e.c->gpu_end_ns});
+  for (size_t ei = 0; ei < w.x.list.size(); ++ei) {
+    const Exchange& ex = w.x.list[ei];
+    if (ex.host_timed || (any_symmetric && !ex.symmetric)) continue;
+    for (const ExchangeMember& mb : ex.members) samples.push_back({ei, mb.unit, mb.end});
   }
-  w.clock = estimate_clock_offsets(samples, w.hosts, w.groups.size());
+  std::vector<std::string> unit_hosts;
+  for (const ClockUnit& u : w.x.units) unit_hosts.push_back(m.ranks[u.rank].host);
+  w.clock = estimate_clock_offsets(samples, unit_hosts, w.x.list.size());
+  const std::vector<size_t> corrected = check_with_callbacks(w.clock, w.x.callback_delays, unit_hosts);
   const ClockOffsets& co = w.clock;
   rep.clock.corrected = !samples.empty();
-  rep.clock.reference_rank = samples.empty() ? -1 : m.ranks[co.reference_rank].rank;
+  rep.clock.reference_rank = samples.empty() ? -1 : m.ranks[w.x.units[co.reference_rank].rank].rank;
   rep.clock.reference_time_ns = co.t_ref_ns;
   rep.clock.max_abs_offset_ns = co.max_abs_offset_ns;
   rep.clock.max_abs_drift_ppm = co.max_abs_drift_ppm;
@@ -228,136 +182,227 @@ void align_clocks(CommWork& w) {
   rep.clock.samples = co.samples;
   for (const auto& h : co.hosts) {
     CommReport::Clock::Host out{h.host, h.offset_ns, h.spread_ns, {}};
-    for (size_t ri : h.ranks) out.ranks.push_back(m.ranks[ri].rank);
+    for (size_t u : h.ranks) out.ranks.push_back(m.ranks[w.x.units[u].rank].rank);
+    out.ranks.erase(std::unique(out.ranks.begin(), out.ranks.end()), out.ranks.end());
     rep.clock.hosts.push_back(std::move(out));
   }
-  for (size_t ri = 0; ri < m.ranks.size(); ++ri) {
-    rep.ranks[ri].clock_offset_ns = co.offset_ns[ri];
-    rep.ranks[ri].clock_drift_ppm = co.drift_ppm[ri];
-    rep.ranks[ri].clock_residual_ns = co.rank_residual_ns[ri];
-    rep.ranks[ri].clock_samples = co.rank_samples[ri];
+  for (size_t u : corrected) rep.clock.callback_corrected.push_back(m.ranks[w.x.units[u].rank].rank);
+  rep.clock.callback_corrected.erase(std::unique(rep.clock.callback_corrected.begin(), rep.clock.callback_corrected.end()),
+                                     rep.clock.callback_corrected.end());
+  for (size_t u = 0; u < w.x.units.size(); ++u) {
+    CommRankStats& r = rep.ranks[w.x.units[u].rank];
+    const bool first = w.x.unit_of_rank[w.x.units[u].rank] == u;
+    if (first) {
+      r.clock_offset_ns = co.offset_ns[u];
+      r.clock_drift_ppm = co.drift_ppm[u];
+      r.clock_residual_ns = co.rank_residual_ns[u];
+      r.clock_samples = co.rank_samples[u];
+    }
+    if (std::binary_search(corrected.begin(), corrected.end(), u)) r.clock_source = "host callbacks";
+    if (w.x.units[u].device >= 0)
+      r.gpu_clocks.push_back({w.x.units[u].device, co.offset_ns[u], co.drift_ppm[u], co.rank_samples[u]});
   }
+  for (CommRankStats& r : rep.ranks)
+    if (r.gpu_clocks.size() < 2) r.gpu_clocks.clear();  // one GPU: the rank's own fields say it all
 }
 
-// One collective: who arrived last, who waited how long, the blame, and its bandwidth.
-// leads: per rank index, how much later than the median rank it arrived when last.
-void score_group(CommWork& w, size_t gi, std::vector<int64_t>& start, std::vector<int64_t>& end,
-                 std::vector<std::vector<double>>& leads) {
-  const Group& g = w.groups[gi];
-  const size_t ci = w.comm_at.at(g.key.comm);
-  const int n = g.n;
+// The GPU-timed exchange each GPU was in last: what it waited there, for whom, and who else was
+// there (they ended with it: its wait delayed it against the others only).
+struct Previous {
+  bool valid = false;
+  int64_t end = 0;
+  double wait = 0;
+  std::vector<std::pair<size_t, double>> waited_for;  // rank index, share
+  std::vector<size_t> units;                          // members, sorted
+};
+
+void credit(CommWork& w, size_t ci, size_t ri, double ns) {
+  w.rep.ranks[ri].blame_ns += ns;
+  const CommSummary& cs = w.rep.comms[ci];
   auto& per_rank = w.per_comm_rank[ci];
-  if (per_rank.size() < size_t(n)) per_rank.resize(n);  // a communicator re-made with more ranks
-  start.assign(n, 0);
-  end.assign(n, 0);
-  for (int i = 0; i < n; ++i) {
-    const Entry& e = g.by_comm_rank[i];
-    start[i] = w.aligned(e.rank, e.c->gpu_start_ns);
-    end[i] = w.aligned(e.rank, e.c->gpu_end_ns);
-  }
-  const int64_t last = *std::max_element(start.begin(), start.end());
-  const int64_t first = *std::min_element(start.begin(), start.end());
-  const int64_t latest_end = *std::max_element(end.begin(), end.end());
-  std::vector<bool> is_last(n, false);
-  if (double(last - first) >= w.opt.lead_floor_ns)
-    for (int i = 0; i < n; ++i) is_last[i] = double(last - start[i]) <= w.opt.lead_floor_ns;
-  int nlast = static_cast<int>(std::count(is_last.begin(), is_last.end(), true));
-  if (nlast) {  // arrivals after the first: epoch nanoseconds do not fit a double's 53 bits
-    std::vector<double> after_first(n);
-    for (int i = 0; i < n; ++i) after_first[i] = double(start[i] - first);
-    const double median_arrival = median(after_first);
-    for (int i = 0; i < n; ++i)
-      if (is_last[i]) leads[g.by_comm_rank[i].rank].push_back(after_first[i] - median_arrival);
-  }
-  double others_wait = 0;
-  Outcome& out = w.outcomes[gi];
-  out.last_arrival = last;
-  for (int i = 0; i < n; ++i) {
-    const size_t ri = g.by_comm_rank[i].rank;
-    double kernel = double(end[i] - start[i]);
-    double wait = std::clamp(double(last - start[i]), 0.0, kernel);
-    out.total_wait += wait;
-    CommRankStats& s = w.rep.ranks[ri];
-    ++s.collectives;
-    s.kernel_ns += kernel;
-    s.waited_ns += wait;
-    CommSummary::PerRank& pr = per_rank[i];
-    pr.rank = w.m.ranks[ri].rank;
-    pr.waited_ns += wait;
-    if (is_last[i]) {
-      ++s.last;
-      ++pr.last;
-      out.last_ranks.push_back(w.m.ranks[ri].rank);
-    } else {
-      others_wait += wait;
+  for (size_t cr = 0; cr < cs.ranks.size() && cr < per_rank.size(); ++cr)
+    if (cs.ranks[cr] == w.m.ranks[ri].rank) {
+      per_rank[cr].blame_ns += ns;
+      break;
     }
-  }
-  // Blame: split among the last arrivers; with none (arrivals within the floor) the little
-  // waiting there was goes to whoever came latest.
+}
+
+// One exchange: who arrived last, who waited how long, the blame (passed on where the last rank
+// was late because it waited just before), and its bandwidth. leads: per rank index, how much
+// later than the median rank it arrived when last by itself.
+void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::vector<std::vector<double>>& leads) {
+  const Exchange& ex = w.x.list[ei];
+  Outcome& out = w.outcomes[ei];
+  const size_t ci = w.comm_at.at(ex.comm);
+  const int n = static_cast<int>(ex.members.size());
+  auto& per_rank = w.per_comm_rank[ci];
+  const double floor = ex.host_timed ? w.opt.host_lead_floor_ns : w.opt.lead_floor_ns;
+  const int64_t last = *std::max_element(out.start.begin(), out.start.end());
+  const int64_t first = *std::min_element(out.start.begin(), out.start.end());
+  const int64_t latest_end = *std::max_element(out.end.begin(), out.end.end());
+  std::vector<bool> is_last(n, false);
+  if (double(last - first) >= floor)
+    for (int i = 0; i < n; ++i) is_last[i] = double(last - out.start[i]) <= floor;
+  const int nlast = static_cast<int>(std::count(is_last.begin(), is_last.end(), true));
+  out.wait.assign(n, 0);
+  double others_wait = 0;
   for (int i = 0; i < n; ++i) {
-    if (nlast ? !is_last[i] : start[i] != last) continue;
-    double share = others_wait / std::max(1, nlast);
-    w.rep.ranks[g.by_comm_rank[i].rank].blame_ns += share;
-    per_rank[i].blame_ns += share;
+    const double kernel = ex.host_timed ? 1e18 : double(out.end[i] - out.start[i]);
+    out.wait[i] = std::clamp(double(last - out.start[i]), 0.0, kernel);
+    out.total_wait += out.wait[i];
+    if (!is_last[i]) others_wait += out.wait[i];
+  }
+  out.last_arrival = last;
+  std::vector<size_t> units;
+  for (const ExchangeMember& mb : ex.members) units.push_back(mb.unit);
+  std::sort(units.begin(), units.end());
+  std::map<size_t, double> blamed;  // rank index -> ns
+  std::vector<bool> own_last(n, false);
+  for (int i = 0; i < n; ++i) {
+    const ExchangeMember& mb = ex.members[i];
+    if (nlast ? !is_last[i] : out.start[i] != last) continue;
+    // Late because its own previous exchange made it wait: against the waiters who were not in
+    // that exchange (those who were ended with it), that wait delayed it, and that part of their
+    // wait goes to whom it waited for. A pipeline stage that waited on the next stage's receive
+    // reaches the previous stage's send late by as much.
+    const Previous& p = prev[mb.unit];
+    const double carried =
+        !ex.host_timed && p.valid && double(p.end) <= double(out.start[i]) + floor && p.wait >= floor ? p.wait : 0;
+    // The latest waiter's arrival, as is and after the carried wait.
+    double inherited = 0, latest_waiter = double(first), latest_against = double(first);
+    for (int j = 0; j < n; ++j) {
+      if (is_last[j]) continue;
+      const bool was_there = std::binary_search(p.units.begin(), p.units.end(), ex.members[j].unit);
+      const double c = was_there ? 0 : carried;
+      inherited += std::min(out.wait[j], c);
+      latest_waiter = std::max(latest_waiter, double(out.start[j]));
+      latest_against = std::max(latest_against, double(out.start[j]) + c);
+    }
+    inherited /= std::max(1, nlast);
+    const double share = nlast ? others_wait / nlast : others_wait;
+    blamed[mb.rank] += share - inherited;
+    for (const auto& [ri, f] : p.waited_for) blamed[ri] += inherited * f;
+    // Last by itself when most of its lateness is its own (and that is more than noise).
+    const double own = double(out.start[i]) - latest_against;
+    own_last[i] = nlast && (inherited == 0 || (own >= floor && own >= 0.5 * (double(out.start[i]) - latest_waiter)));
     if (!nlast) break;
   }
-  ++w.rep.comms[ci].collectives;
+  double total = 0;
+  for (const auto& [ri, ns] : blamed) total += ns;
+  for (const auto& [ri, ns] : blamed) {
+    if (ns <= 0) continue;
+    credit(w, ci, ri, ns);
+    out.blamed.push_back({ri, total > 0 ? ns / total : 0});
+  }
+  if (std::count(own_last.begin(), own_last.end(), true)) {  // arrivals after the first (epoch ns exceed a double's 53 bits)
+    std::vector<double> after_first(n);
+    for (int i = 0; i < n; ++i) after_first[i] = double(out.start[i] - first);
+    const double median_arrival = median(after_first);
+    for (int i = 0; i < n; ++i)
+      if (own_last[i]) leads[ex.members[i].rank].push_back(after_first[i] - median_arrival);
+  }
+  for (int i = 0; i < n; ++i) {
+    const ExchangeMember& mb = ex.members[i];
+    CommRankStats& s = w.rep.ranks[mb.rank];
+    ++s.collectives;
+    if (!ex.host_timed) s.kernel_ns += double(out.end[i] - out.start[i]);
+    s.waited_ns += out.wait[i];
+    if (mb.comm_rank >= 0 && size_t(mb.comm_rank) >= per_rank.size()) per_rank.resize(mb.comm_rank + 1);
+    CommSummary::PerRank& pr = per_rank[std::max(0, mb.comm_rank)];
+    pr.rank = w.m.ranks[mb.rank].rank;
+    pr.waited_ns += out.wait[i];
+    ++pr.arrivals;
+    pr.chance += 1.0 / n;
+    if (own_last[i]) {
+      ++s.last;
+      ++pr.last;
+      out.last_ranks.push_back(pr.rank);
+    }
+    if (!ex.host_timed) prev[mb.unit] = {true, out.end[i], is_last[i] ? 0.0 : out.wait[i], out.blamed, units};
+  }
+  ++w.rep.comms[ci].arrivals;
 
-  const std::string& func = w.m.strings.at(g.key.func);
+  const std::string& func = w.m.strings.at(ex.func);
   out.transfer_ns = double(latest_end - last);
-  uint64_t bytes = 0;
-  for (const Entry& e : g.by_comm_rank) bytes = std::max(bytes, e.c->bytes);
-  out.size = algbw_bytes(func, bytes, n);
-  if (out.transfer_ns > 0 && out.size > 0) {
+  out.size = algbw_bytes(func, ex.bytes, n);
+  if (ex.ops == 1 && !ex.p2p && !ex.host_timed && out.transfer_ns > 0 && out.size > 0) {
     out.algbw = out.size / out.transfer_ns;  // bytes per ns = GB/s
     out.busbw = out.algbw * bus_factor(func, n);
   }
 }
 
-// Arrivals, waits, blame and bandwidth per collective.
-void score_groups(CommWork& w) {
-  w.outcomes.resize(w.groups.size());
+// Arrivals, waits, blame and bandwidth per exchange, in the order the last ranks arrived (so an
+// exchange's blame is known before a later one passes it on).
+void score_exchanges(CommWork& w) {
+  const auto& list = w.x.list;
+  w.outcomes.resize(list.size());
   w.per_comm_rank.resize(w.rep.comms.size());
   for (size_t ci = 0; ci < w.rep.comms.size(); ++ci) w.per_comm_rank[ci].resize(std::max(0, w.rep.comms[ci].nranks));
-  std::vector<int64_t> start, end;
+  std::vector<size_t> order(list.size());
+  for (size_t ei = 0; ei < list.size(); ++ei) {
+    order[ei] = ei;
+    Outcome& out = w.outcomes[ei];
+    for (const ExchangeMember& mb : list[ei].members) {
+      out.start.push_back(w.aligned(list[ei], mb, mb.start));
+      out.end.push_back(w.aligned(list[ei], mb, mb.end));
+    }
+    out.last_arrival = *std::max_element(out.start.begin(), out.start.end());
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return w.outcomes[a].last_arrival < w.outcomes[b].last_arrival; });
+  std::vector<Previous> prev(w.x.units.size());
   std::vector<std::vector<double>> leads(w.m.ranks.size());
-  for (size_t gi = 0; gi < w.groups.size(); ++gi) score_group(w, gi, start, end, leads);
+  for (size_t ei : order) score_exchange(w, ei, prev, leads);
   for (size_t ri = 0; ri < leads.size(); ++ri) w.rep.ranks[ri].lateness_ns = median(std::move(leads[ri]));
 }
 
-// The collectives with the most waiting, in full.
+// Per rank: how much later than the others its symmetric collectives end (after alignment).
+void measure_late_ends(CommWork& w) {
+  std::vector<std::vector<double>> late(w.m.ranks.size());
+  std::vector<double> ends;
+  for (size_t ei = 0; ei < w.x.list.size(); ++ei) {
+    const Exchange& ex = w.x.list[ei];
+    if (!ex.symmetric || ex.host_timed || ex.members.size() < 3) continue;
+    ends.assign(w.outcomes[ei].end.begin(), w.outcomes[ei].end.end());
+    const double mid = median(ends);
+    for (size_t i = 0; i < ex.members.size(); ++i)
+      late[ex.members[i].rank].push_back(double(w.outcomes[ei].end[i]) - mid);
+  }
+  for (size_t ri = 0; ri < late.size(); ++ri) w.rep.ranks[ri].late_end_ns = median(std::move(late[ri]));
+}
+
+// The exchanges with the most waiting, in full.
 void list_worst(CommWork& w) {
-  const auto& groups = w.groups;
+  const auto& list = w.x.list;
   const auto& outcomes = w.outcomes;
-  std::vector<size_t> order(groups.size());
-  for (size_t gi = 0; gi < order.size(); ++gi) order[gi] = gi;
+  std::vector<size_t> order(list.size());
+  for (size_t ei = 0; ei < order.size(); ++ei) order[ei] = ei;
   size_t keep = std::min(w.opt.worst_listed, order.size());
   std::partial_sort(order.begin(), order.begin() + keep, order.end(),
                     [&](size_t a, size_t b) { return outcomes[a].total_wait > outcomes[b].total_wait; });
   for (size_t k = 0; k < keep; ++k) {
-    const Group& g = groups[order[k]];
+    const Exchange& ex = list[order[k]];
     const Outcome& o = outcomes[order[k]];
     if (o.total_wait <= 0) break;
     CollectiveDetail d;
-    d.comm = g.key.comm;
-    d.func = g.key.func;
-    d.seq = g.key.seq;
+    d.comm = ex.comm;
+    d.func = ex.func;
+    d.seq = ex.seq;
+    d.ops = ex.ops;
+    d.p2p = ex.p2p;
+    d.host_timed = ex.host_timed;
+    d.bytes = ex.bytes;
     d.last_ranks = o.last_ranks;
+    for (const auto& [ri, share] : o.blamed) d.blamed_ranks.push_back(w.m.ranks[ri].rank);
     d.total_wait_ns = o.total_wait;
     d.transfer_ns = o.transfer_ns;
     d.algbw_gbps = o.algbw;
     d.busbw_gbps = o.busbw;
-    std::vector<int64_t> arrive;
-    for (const Entry& e : g.by_comm_rank) {
-      arrive.push_back(w.aligned(e.rank, e.c->gpu_start_ns));
-      d.ranks.push_back(w.m.ranks[e.rank].rank);
-      d.bytes = std::max(d.bytes, e.c->bytes);
-    }
-    d.first_arrival_ns = *std::min_element(arrive.begin(), arrive.end());
-    for (size_t i = 0; i < arrive.size(); ++i) {
-      const Collective& c = *g.by_comm_rank[i].c;
-      d.arrival_ns.push_back(double(arrive[i] - d.first_arrival_ns));
-      d.wait_ns.push_back(std::clamp(double(o.last_arrival - arrive[i]), 0.0, double(c.gpu_end_ns - c.gpu_start_ns)));
+    d.first_arrival_ns = *std::min_element(o.start.begin(), o.start.end());
+    for (size_t i = 0; i < ex.members.size(); ++i) {
+      d.ranks.push_back(w.m.ranks[ex.members[i].rank].rank);
+      d.arrival_ns.push_back(double(o.start[i] - d.first_arrival_ns));
+      d.wait_ns.push_back(o.wait[i]);
     }
     w.rep.worst.push_back(std::move(d));
   }
@@ -365,26 +410,24 @@ void list_worst(CommWork& w) {
 
 // Slow collectives: against the job's median for the same function and size.
 void list_slow(CommWork& w) {
-  const auto& groups = w.groups;
+  const auto& list = w.x.list;
   const auto& outcomes = w.outcomes;
   std::map<std::pair<uint32_t, int>, std::vector<double>> bucket_bw;
-  auto bucket_of = [&](size_t gi) {
-    return std::make_pair(groups[gi].key.func, static_cast<int>(std::floor(std::log2(std::max(1.0, outcomes[gi].size)))));
+  auto bucket_of = [&](size_t ei) {
+    return std::make_pair(list[ei].func, static_cast<int>(std::floor(std::log2(std::max(1.0, outcomes[ei].size)))));
   };
-  for (size_t gi = 0; gi < groups.size(); ++gi)
-    if (outcomes[gi].busbw > 0) bucket_bw[bucket_of(gi)].push_back(outcomes[gi].busbw);
+  for (size_t ei = 0; ei < list.size(); ++ei)
+    if (outcomes[ei].busbw > 0) bucket_bw[bucket_of(ei)].push_back(outcomes[ei].busbw);
   std::map<std::pair<uint32_t, int>, double> bucket_median;
   for (auto& [b, v] : bucket_bw)
     if (static_cast<int>(v.size()) >= w.opt.slow_min_samples) bucket_median[b] = median(v);
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const Outcome& o = outcomes[gi];
-    auto it = bucket_median.find(bucket_of(gi));
+  for (size_t ei = 0; ei < list.size(); ++ei) {
+    const Outcome& o = outcomes[ei];
+    auto it = bucket_median.find(bucket_of(ei));
     if (o.busbw <= 0 || it == bucket_median.end() || o.busbw >= w.opt.slow_factor * it->second) continue;
-    CommSummary& cs = w.rep.comms[w.comm_at.at(groups[gi].key.comm)];
+    CommSummary& cs = w.rep.comms[w.comm_at.at(list[ei].comm)];
     ++cs.slow_count;
-    uint64_t bytes = 0;
-    for (const Entry& e : groups[gi].by_comm_rank) bytes = std::max(bytes, e.c->bytes);
-    cs.slow.push_back({groups[gi].key.func, groups[gi].key.seq, bytes, o.last_arrival, o.transfer_ns, o.algbw, o.busbw,
+    cs.slow.push_back({list[ei].func, list[ei].seq, list[ei].bytes, o.last_arrival, o.transfer_ns, o.algbw, o.busbw,
                        it->second, o.last_ranks});
   }
   for (CommSummary& cs : w.rep.comms) {
@@ -396,41 +439,47 @@ void list_slow(CommWork& w) {
 }
 
 // The report windows in which the rank was (also) persistently last in communicator ci.
-std::vector<int> last_windows(const CommWork& w, size_t ci, const CommSummary& cs, int rank) {
+std::vector<int> last_windows(const CommWork& w, size_t ci, const CommSummary::PerRank& pr) {
   const ScoreReport& scores = w.scores;
   const int nwin = static_cast<int>(scores.windows.size());
   std::vector<int> total(nwin, 0), mine(nwin, 0), out;
-  for (size_t gi = 0; nwin && gi < w.groups.size(); ++gi) {
-    if (w.comm_at.at(w.groups[gi].key.comm) != ci) continue;
-    double k = std::floor(double(w.outcomes[gi].last_arrival - scores.start_ns) / (scores.window_s * 1e9));
+  for (size_t ei = 0; nwin && ei < w.x.list.size(); ++ei) {
+    const Exchange& ex = w.x.list[ei];
+    if (w.comm_at.at(ex.comm) != ci) continue;
+    bool member = false;
+    for (const ExchangeMember& mb : ex.members) member |= w.m.ranks[mb.rank].rank == pr.rank;
+    if (!member) continue;
+    double k = std::floor(double(w.outcomes[ei].last_arrival - scores.start_ns) / (scores.window_s * 1e9));
     int win = static_cast<int>(std::clamp(k, 0.0, double(nwin - 1)));
     ++total[win];
-    const auto& lr = w.outcomes[gi].last_ranks;
-    mine[win] += std::find(lr.begin(), lr.end(), rank) != lr.end();
+    const auto& lr = w.outcomes[ei].last_ranks;
+    mine[win] += std::find(lr.begin(), lr.end(), pr.rank) != lr.end();
   }
   for (int win = 0; win < nwin; ++win)
-    if (total[win] >= 3 && double(mine[win]) / total[win] >= cs.last_share_threshold)
+    if (total[win] >= 3 && double(mine[win]) / total[win] >= pr.last_share_threshold)
       out.push_back(scores.windows[win].index);
   return out;
 }
 
-// Per communicator and rank; persistent last arrivers are stragglers of scope "comm".
+// Per communicator and rank; persistent last arrivers are stragglers of scope "comm". A rank's
+// bar is halfway between chance (1 / members of its exchanges: 1/n for collectives, 1/2 for p2p
+// pairs) and always.
 void list_last_arrivers(CommWork& w) {
   CommReport& rep = w.rep;
   for (size_t ci = 0; ci < w.per_comm_rank.size(); ++ci)
     for (CommSummary::PerRank& pr : w.per_comm_rank[ci]) {
       if (pr.rank < 0) continue;
-      CommSummary& cs = rep.comms[ci];
-      pr.last_share = cs.collectives ? double(pr.last) / double(cs.collectives) : 0;
-      cs.per_rank.push_back(pr);
+      pr.last_share = pr.arrivals ? double(pr.last) / double(pr.arrivals) : 0;
+      pr.last_share_threshold = pr.arrivals ? (1.0 + pr.chance / double(pr.arrivals)) / 2 : 1;
+      rep.comms[ci].per_rank.push_back(pr);
     }
   std::unordered_map<int, const std::string*> host_of;
   for (const CommRankStats& r : rep.ranks) host_of[r.rank] = &r.host;  // the last one, as before
   for (size_t ci = 0; ci < rep.comms.size(); ++ci) {
     const CommSummary& cs = rep.comms[ci];
     for (const CommSummary::PerRank& pr : cs.per_rank) {
-      if (cs.collectives < static_cast<uint64_t>(w.opt.min_collectives) ||
-          pr.last < static_cast<uint64_t>(w.opt.min_last) || pr.last_share < cs.last_share_threshold)
+      if (pr.arrivals < static_cast<uint64_t>(w.opt.min_collectives) ||
+          pr.last < static_cast<uint64_t>(w.opt.min_last) || pr.last_share < pr.last_share_threshold)
         continue;
       Straggler s;
       s.rank = pr.rank;
@@ -439,8 +488,8 @@ void list_last_arrivers(CommWork& w) {
       s.section = comm_label(w.m, cs);
       s.metric = "last_arrival";
       s.score = 1 - pr.last_share;
-      s.threshold = 1 - cs.last_share_threshold;
-      s.windows = last_windows(w, ci, cs, pr.rank);
+      s.threshold = 1 - pr.last_share_threshold;
+      s.windows = last_windows(w, ci, pr);
       rep.stragglers.push_back(std::move(s));
     }
   }
@@ -454,11 +503,11 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
   CommReport rep;
   rep.options = opt;
   CommWork w{m, scores, opt, rep};
-  ByKey by_key = collect(w);
-  if (by_key.empty()) return rep;
-  match(w, by_key);
-  if (opt.fit_clocks) align_clocks(w);
-  score_groups(w);
+  if (!collect(w)) return rep;
+  summarize_matches(w);
+  if (opt.fit_clocks) align_clocks(w);  // not for collectives timed on the host (issue 25)
+  score_exchanges(w);
+  if (opt.fit_clocks) measure_late_ends(w);  // GPU ends only
   list_worst(w);
   list_slow(w);
   for (const auto& [comm, n] : seq_gaps(m))

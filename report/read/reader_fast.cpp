@@ -320,7 +320,7 @@ void apply_records_api(const Ctx& c, const Value* api, const std::vector<uint32_
 struct NcclPart {
   struct Comm {
     std::string_view id, name;
-    int nranks, rank, nnodes;
+    int nranks, rank, nnodes, device;
   };
   std::vector<Comm> comms;
   LocalIds strings;
@@ -334,8 +334,8 @@ int comm_field(const Value* v, int64_t lo, int64_t hi, int64_t fallback) {
 void read_comms(const Ctx& c, const Value* comms, NcclPart& part) {
   if (!comms) return;
   c.each(*comms, [&](const Value& v) {
-    static constexpr std::array<std::string_view, 5> kNames = {"id", "name", "nranks", "rank", "nnodes"};
-    std::array<const Value*, 5> f;
+    static constexpr std::array<std::string_view, 6> kNames = {"id", "name", "nranks", "rank", "nnodes", "device"};
+    std::array<const Value*, 6> f;
     c.members(v, kNames, f);
     NcclPart::Comm comm;
     if (!f[0]) decline();
@@ -344,6 +344,7 @@ void read_comms(const Ctx& c, const Value* comms, NcclPart& part) {
     comm.nranks = comm_field(f[2], 0, values::kMaxWorldSize, 0);
     comm.rank = comm_field(f[3], -1, std::max(0, comm.nranks - 1), -1);
     comm.nnodes = comm_field(f[4], 0, values::kMaxWorldSize, 0);
+    comm.device = comm_field(f[5], -1, 1 << 16, -1);
     part.comms.push_back(comm);
   });
 }
@@ -357,21 +358,23 @@ uint32_t nccl_lookup(const Value& v, size_t strings) {
 
 // The ops columns, each an array of n values, as tape indices.
 struct OpColumns {
-  static constexpr std::array<std::string_view, 19> kNames = {
+  // The last four are optional (channels: version 3; chan_host_*: version 4; group, gpu_shifted:
+  // issue 27).
+  static constexpr std::array<std::string_view, 21> kNames = {
       "comm",  "p2p",   "func",  "seq",       "count",    "bytes",  "datatype",
       "root",  "peer",  "algo",  "proto",     "nchannels", "host_start_offset_ns", "host_dur_ns",
-      "gpu_start_offset_ns", "gpu_dur_ns", "channels", "chan_host_start_offset_ns", "chan_host_stop_offset_ns"};
-  std::array<std::vector<const Value*>, 19> cols;
-  std::array<bool, 19> present{};
+      "gpu_start_offset_ns", "gpu_dur_ns", "channels", "chan_host_start_offset_ns", "chan_host_stop_offset_ns",
+      "group", "gpu_shifted"};
+  static constexpr size_t kCount = kNames.size();
 };
 
 void read_ops(const Ctx& c, const Value& ops, CaptureWindow& w, NcclPart& part) {
-  std::array<const Value*, 19> f;
+  std::array<const Value*, OpColumns::kCount> f;
   c.members(ops, OpColumns::kNames, f);
   if (!f[0] || f[0]->type != Type::array) decline();
   const size_t n = f[0]->children;
-  std::array<std::vector<const Value*>, 19> col;
-  for (size_t k = 0; k < 19; ++k) {
+  std::array<std::vector<const Value*>, OpColumns::kCount> col;
+  for (size_t k = 0; k < OpColumns::kCount; ++k) {
     if (!f[k]) {
       if (k < 16) decline();  // required columns
       continue;
@@ -405,6 +408,9 @@ void read_ops(const Ctx& c, const Value& ops, CaptureWindow& w, NcclPart& part) 
     op.proto = nccl_lookup(*col[10][i], ns);
     op.nchannels = static_cast<int>(integer(col[11][i], 0, 1 << 16));
     if (f[16] && is_int(*col[16][i])) op.channels = static_cast<int>(integer(col[16][i], 0, 1 << 16));
+    if (f[19] && is_int(*col[19][i])) op.group = count(col[19][i]);
+    if (f[20] && is_int(*col[20][i])) op.gpu_shifted = integer(col[20][i], 0, 1) != 0;
+    op.device = cm.device;
     op.upload_start_ns = w.start_ns + offset_ns(col[12][i]);
     if (op.upload_start_ns <= 0) decline();
     op.upload_end_ns = col[13][i]->type == Type::null ? 0 : op.upload_start_ns + dur_ns(col[13][i]);
@@ -432,11 +438,12 @@ void read_nccl(const Ctx& c, const Value& nccl, CaptureWindow& w, NcclPart& part
     for (const auto& [key, value] : dropped) w.dropped["nccl_" + key] += value;
   }
   if (f[3] && f[3]->type == Type::object) {
-    static constexpr std::array<std::string_view, 2> kPlugin = {"table", "kernel_events"};
-    std::array<const Value*, 2> pf;
+    static constexpr std::array<std::string_view, 3> kPlugin = {"table", "kernel_events", "displaced"};
+    std::array<const Value*, 3> pf;
     c.members(*f[3], kPlugin, pf);
     w.nccl_table = pf[0] ? static_cast<int>(integer(pf[0], INT_MIN, INT_MAX)) : 0;
     w.nccl_kernel_events = string_or(c, pf[1], false);
+    if (pf[2] && pf[2]->type == Type::string) w.nccl_displaced = std::string(c.tape.str(*pf[2]));
   }
   if (f[4]) {
     c.each(*f[4], [&](const Value& p) {

@@ -31,7 +31,7 @@ uint32_t string_at(const std::vector<uint32_t>& ids, const json& v) {
 // A communicator as the window's "comms" list describes it; ops and p2p refer to it by index.
 struct Comm {
   uint32_t id, name;
-  int nranks, rank, nnodes;
+  int nranks, rank, nnodes, device;
 };
 
 std::vector<Comm> read_comms(const json& nccl, StringTable& strings) {
@@ -46,7 +46,8 @@ std::vector<Comm> read_comms(const json& nccl, StringTable& strings) {
     const int nranks = field("nranks", 0, values::kMaxWorldSize, 0);
     comms.push_back({strings.intern(c.at("id").get<std::string>()),
                      name.empty() ? StringTable::kNone : strings.intern(name), nranks,
-                     field("rank", -1, std::max(0, nranks - 1), -1), field("nnodes", 0, values::kMaxWorldSize, 0)});
+                     field("rank", -1, std::max(0, nranks - 1), -1), field("nnodes", 0, values::kMaxWorldSize, 0),
+                     field("device", -1, 1 << 16, -1)});
   }
   return comms;
 }
@@ -59,6 +60,7 @@ void read_drops_and_plugin(const json& nccl, CaptureWindow& w) {
     auto table = pl->find("table");
     w.nccl_table = table == pl->end() ? 0 : static_cast<int>(values::integer(*table, INT_MIN, INT_MAX, "nccl.plugin.table"));
     w.nccl_kernel_events = pl->value("kernel_events", std::string());
+    if (auto d = pl->find("displaced"); d != pl->end() && d->is_string()) w.nccl_displaced = d->get<std::string>();
   }
 }
 
@@ -103,7 +105,10 @@ class OpColumns {
         // chan_host_*: version 4).
         channels_(optional_column(ops, "channels")),
         chan_start_(optional_column(ops, "chan_host_start_offset_ns")),
-        chan_stop_(optional_column(ops, "chan_host_stop_offset_ns")) {}
+        chan_stop_(optional_column(ops, "chan_host_stop_offset_ns")),
+        // Optional (issue 27).
+        group_(optional_column(ops, "group")),
+        shifted_(optional_column(ops, "gpu_shifted")) {}
 
   size_t size() const { return n_; }
 
@@ -116,6 +121,7 @@ class OpColumns {
     op.comm_nranks = comms[c].nranks;
     op.comm_rank = comms[c].rank;
     op.comm_nnodes = comms[c].nnodes;
+    op.device = comms[c].device;
     op.func = string_at(ids, func_[i]);
     op.p2p = values::integer(p2p_[i], 0, 1, "nccl.ops.p2p") != 0;
     op.peer = static_cast<int>(values::integer(peer_[i], -1, values::kMaxWorldSize, "nccl.ops.peer"));
@@ -129,6 +135,9 @@ class OpColumns {
     op.nchannels = static_cast<int>(values::integer(nchannels_[i], 0, 1 << 16, "nccl.ops.nchannels"));
     if (channels_ && (*channels_)[i].is_number_integer())
       op.channels = static_cast<int>(values::integer((*channels_)[i], 0, 1 << 16, "nccl.ops.channels"));
+    if (group_ && (*group_)[i].is_number_integer()) op.group = values::count((*group_)[i], "nccl.ops.group");
+    if (shifted_ && (*shifted_)[i].is_number_integer())
+      op.gpu_shifted = values::integer((*shifted_)[i], 0, 1, "nccl.ops.gpu_shifted") != 0;
     read_times(i, window_start, op);
     return op;
   }
@@ -163,7 +172,7 @@ class OpColumns {
   size_t n_;
   const json &comm_, &p2p_, &func_, &seq_, &count_, &bytes_, &datatype_, &root_, &peer_, &algo_, &proto_,
       &nchannels_, &host_start_, &host_dur_, &gpu_start_, &gpu_dur_;
-  const json *channels_, *chan_start_, *chan_stop_;
+  const json *channels_, *chan_start_, *chan_stop_, *group_, *shifted_;
 };
 
 }  // namespace

@@ -70,6 +70,20 @@ void render_clock_fit(const CommReport& rep, std::ostream& out, size_t top) {
   if (corrected_shown < corrected.size())
     per_rank += fmt::format(" ... {} more (the largest offsets shown)", corrected.size() - corrected_shown);
   if (!per_rank.empty()) out << "    corrected ranks (rank:offset/drift):" << per_rank << "\n";
+  if (!rep.clock.callback_corrected.empty())
+    out << fmt::format("    offsets taken from the host callbacks of GPUs on one host, not from the end times (the "
+                       "fit read late-ending collectives as a clock offset): ranks {}\n",
+                       join(rep.clock.callback_corrected));
+  std::vector<const CommRankStats*> late;
+  for (const CommRankStats& r : rep.ranks)
+    if (r.late_end_ns >= rep.options.lead_floor_ns) late.push_back(&r);
+  const size_t late_shown = rows_shown(late.size(), top);
+  std::string late_text;
+  for (size_t i = 0; i < late_shown; ++i)
+    late_text += fmt::format(" {}:{:+.3f}ms", late[i]->rank, ms(late[i]->late_end_ns));
+  if (late_shown < late.size()) late_text += fmt::format(" ... {} more", late.size() - late_shown);
+  if (!late_text.empty())
+    out << "    collectives end later than on the other ranks (a slow GPU; rank:median):" << late_text << "\n";
 }
 
 // Per rank: collectives, last arrivals, blame and waits; the most blamed first when cut to `top`.
@@ -130,11 +144,21 @@ void render_communicator(const RunModel& m, const CommSummary& c, const CommOpti
                          size_t top) {
   out << fmt::format("  comm {} ({}, {} ranks: {}): {} collectives", comm_name(m, c), m.strings.at(c.comm),
                      c.nranks, join(c.ranks), c.collectives);  // members as ranges: 10,000 stay one line
+  if (c.p2p_pairs) out << fmt::format(", {} send/recv pairs", c.p2p_pairs);
+  if (c.arrivals != c.collectives + c.p2p_pairs) out << fmt::format(" in {} arrivals (groups run in one kernel)", c.arrivals);
   const CommSummary::PerRank* most = most_often_last(c);
   if (most && most->last)
     out << fmt::format("; last most often: rank {} ({:.1f}%, threshold {:.1f}%)", most->rank, 100 * most->last_share,
-                       100 * c.last_share_threshold);
+                       100 * most->last_share_threshold);
   out << '\n';
+  if (c.host_timed)
+    out << fmt::format("    {} arrivals timed by the ranks' enqueue (host clock): NCCL's GPU times on this communicator "
+                       "belong to other work after a Broadcast from several roots (NVIDIA/nccl#2368)\n",
+                       c.host_timed);
+  if (c.shifted)
+    out << fmt::format("    {} collectives without usable arrivals: NCCL's GPU times here belong to other work "
+                       "(NVIDIA/nccl#2368) and the ranks' host clocks are not one clock\n",
+                       c.shifted);
   if (!c.slow_count) return;
   out << fmt::format("    slow collectives (bus bandwidth below {:.2f}x the job's median for the same function and "
                      "size): {}\n", o.slow_factor, c.slow_count);
@@ -162,10 +186,11 @@ void render_comm_text(const RunModel& run, const CommReport& rep, std::ostream& 
                        rep.matched, rep.comms.size(), rep.incomplete);
   else
     out << fmt::format("\nNCCL collectives: {} matched on every rank of {} communicator(s); {} seen on some ranks "
-                       "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations\n",
-                       rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p);
+                       "only or without GPU times ({} of them left out for suspect GPU times); {} p2p operations "
+                       "({} send/recv pairs matched)\n",
+                       rep.matched, rep.comms.size(), rep.incomplete, rep.suspect, rep.p2p, rep.p2p_pairs);
   if (!host) render_plugin_and_gaps(m, rep, out, top);
-  if (!rep.matched) return;
+  if (!rep.arrivals) return;
   if (rep.clock.corrected) render_clock_fit(rep, out, top);
   out << fmt::format("  A rank arrived last when its {} the collective within {:.3f} ms of the latest rank,\n"
                      "  and that was at least {:.3f} ms after the earliest. WAITED: time spent waiting for others;\n"
@@ -174,8 +199,10 @@ void render_comm_text(const RunModel& run, const CommReport& rep, std::ostream& 
                      host ? " KERNEL: the calls' own host time." : "");
   render_rank_table(rep, out, top);
   render_longest_waits(m, rep, out);
-  out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} collectives of a\n"
-                     "  communicator, and in a share >= (1 + 1/n)/2, halfway between chance and always.\n",
+  out << fmt::format("  Persistently last (a straggler of scope comm): last in >= {} of >= {} arrivals at a\n"
+                     "  communicator, and in a share >= (1 + 1/n)/2 (n: ranks meeting there; 2 for send/recv),\n"
+                     "  halfway between chance and always. A rank late because it waited just before passes\n"
+                     "  the blame on to whom it waited for.\n",
                      o.min_last, o.min_collectives);
   for (const CommSummary* c : communicators_shown(rep, top)) render_communicator(m, *c, o, out, top);
   out << more_line(rep.comms.size(), rows_shown(rep.comms.size(), top), "communicators");
@@ -185,9 +212,12 @@ namespace {
 
 json criteria_json(const CommOptions& o) {
   return {{"lead_floor_ms", ms(o.lead_floor_ns)},
+          {"host_lead_floor_ms", ms(o.host_lead_floor_ns)},
           {"min_collectives", o.min_collectives},
           {"min_last", o.min_last},
-          {"last_share_threshold", "(1 + 1/n) / 2 for n ranks"},
+          {"last_share_threshold", "(1 + 1/n) / 2 for n ranks meeting (a send/recv pair: 2), averaged over a rank's arrivals"},
+          {"exchange", "a collective, a group of operations NCCL ran in one kernel, or a send/recv pair: one arrival per rank"},
+          {"passed_on", "a last rank that waited in its previous exchange passes that much of the blame to whom it waited for"},
           {"slow_factor", o.slow_factor},
           {"slow_min_samples", o.slow_min_samples},
           {"wait", "last arrival - own arrival (GPU start), at most the own kernel time"},
@@ -208,10 +238,15 @@ json clock_json(const CommReport::Clock& clock) {
           {"max_abs_offset_ms", ms(clock.max_abs_offset_ns)},
           {"max_abs_drift_ppm", clock.max_abs_drift_ppm},
           {"residual_ms", ms(clock.residual_ns)},
+          {"callback_corrected", clock.callback_corrected},
           {"hosts", hosts}};
 }
 
 json rank_json(const CommRankStats& r) {
+  json gpus = json::array();
+  for (const CommRankStats::GpuClock& g : r.gpu_clocks)
+    gpus.push_back({{"device", g.device}, {"clock_offset_ms", ms(g.offset_ns)}, {"clock_drift_ppm", g.drift_ppm},
+                    {"clock_samples", g.samples}});
   return {{"rank", r.rank},
           {"host", r.host},
           {"collectives", r.collectives},
@@ -224,6 +259,9 @@ json rank_json(const CommRankStats& r) {
           {"clock_drift_ppm", r.clock_drift_ppm},
           {"clock_residual_ms", ms(r.clock_residual_ns)},
           {"clock_samples", r.clock_samples},
+          {"clock_source", r.clock_source},
+          {"late_end_ms", ms(r.late_end_ns)},
+          {"gpu_clocks", gpus},
           {"gpu_shift_ms", ms(double(r.gpu_shift_ns))},
           {"suspect", r.suspect},
           {"nccl_plugin", r.nccl_plugin},
@@ -236,8 +274,10 @@ json communicator_json(const RunModel& m, const CommSummary& c) {
   json per_rank = json::array();
   for (const auto& pr : c.per_rank)
     per_rank.push_back({{"rank", pr.rank},
+                        {"arrivals", pr.arrivals},
                         {"last_count", pr.last},
                         {"last_share", pr.last_share},
+                        {"last_share_threshold", pr.last_share_threshold},
                         {"blame_ms", ms(pr.blame_ns)},
                         {"waited_ms", ms(pr.waited_ns)}});
   json slow = json::array();
@@ -258,6 +298,10 @@ json communicator_json(const RunModel& m, const CommSummary& c) {
           {"collectives", c.collectives},
           {"incomplete", c.incomplete},
           {"suspect", c.suspect},
+          {"shifted", c.shifted},
+          {"arrivals", c.arrivals},
+          {"p2p_pairs", c.p2p_pairs},
+          {"host_timed", c.host_timed},
           {"seq_gaps", c.seq_gaps},
           {"last_share_threshold", c.last_share_threshold},
           {"per_rank", per_rank},
@@ -272,12 +316,16 @@ json worst_wait_json(const RunModel& m, const CollectiveDetail& d) {
   return {{"comm", m.strings.at(d.comm)},
           {"func", m.strings.at(d.func)},
           {"seq", d.seq},
+          {"ops", d.ops},
+          {"p2p", d.p2p},
+          {"host_timed", d.host_timed},
           {"bytes", d.bytes},
           {"first_arrival_ns", d.first_arrival_ns},
           {"ranks", d.ranks},
           {"arrival_ms", arrival_ms},
           {"wait_ms", wait_ms},
           {"last_ranks", d.last_ranks},
+          {"blamed_ranks", d.blamed_ranks},
           {"total_wait_ms", ms(d.total_wait_ns)},
           {"transfer_ms", ms(d.transfer_ns)},
           {"algbw_gbps", d.algbw_gbps},
@@ -295,6 +343,10 @@ json render_comm_json(const RunModel& run, const CommReport& rep) {
   j["incomplete"] = rep.incomplete;
   j["p2p"] = rep.p2p;
   j["suspect"] = rep.suspect;
+  j["shifted"] = rep.shifted;
+  j["arrivals"] = rep.arrivals;
+  j["p2p_pairs"] = rep.p2p_pairs;
+  j["host_timed"] = rep.host_timed;
   j["criteria"] = criteria_json(rep.options);
   j["clock"] = clock_json(rep.clock);
   json ranks = json::array();

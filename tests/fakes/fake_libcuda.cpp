@@ -174,6 +174,17 @@ CUresult CUDAAPI cuDriverGetVersion(int* v) {
   return CUDA_SUCCESS;
 }
 
+// The calling thread's current device, as laggard's NCCL source asks at a communicator's init.
+// A program playing "one process drives several GPUs" sets it with laggard_fake_cuda_set_device
+// (cudaSetDevice's part here).
+thread_local int g_current_device = 0;
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  *device = g_current_device;
+  return CUDA_SUCCESS;
+}
+void laggard_fake_cuda_set_device(int device) { g_current_device = device; }
+
 // ---- test hooks: a kernel launch / an async copy as the runtime would make them ----
 __attribute__((visibility("default"))) unsigned fake_cuda_launch(const char* name, unsigned grid, unsigned block,
                                                                  unsigned long long dur_ns, int driver_api) {

@@ -71,6 +71,29 @@ TEST(NcclGpuChecks, GpuTimeAfterItsCallbackIsFlagged) {
   EXPECT_NE(problems[0].message.find("1 after_callback"), std::string::npos) << problems[0].message;
 }
 
+// A proxy thread starved of CPU (a loaded host, issue 27): most callbacks come 3-6 ms after the
+// GPU wrote the stamp, a prompt one (20 us) only every 40 ops. A prompt read is the op's own time,
+// not a later work's: not flagged. A later work's time (two ops on, 4 ms) still is.
+TEST(NcclGpuChecks, PromptReadsOfAStarvedProxyAreNotFlagged) {
+  RankData r = rank_with_ops(400);
+  auto& ops = r.windows[0].collectives;
+  for (int i = 0; i < 400; ++i) {
+    const int64_t lag = i % 40 == 7 ? 20 * kUs : (3 + (i * 7) % 4) * kMs;
+    ops[i].chan_host_start_ns = ops[i].gpu_start_ns + lag;
+    ops[i].chan_host_stop_ns = ops[i].gpu_end_ns + lag;
+  }
+  ops[200].gpu_start_ns += 6 * kMs + 4 * kMs;  // a work three ops on, read before the proxy caught up
+  ops[200].gpu_end_ns += 6 * kMs + 4 * kMs;
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  auto s = suspects(r);
+  EXPECT_STREQ(s[200], "after_callback");
+  for (int i = 0; i < 400; ++i)
+    if (i != 200 && i != 199 && i != 201) {  // its neighbours overlap it: out_of_order, fair
+      EXPECT_EQ(s[i], nullptr) << i;
+    }
+}
+
 // An earlier work's timestamps (graph replay counters): the op overlaps its predecessor on the
 // communicator's stream; both are left out.
 TEST(NcclGpuChecks, StaleTimestampOverlapsItsPredecessor) {
@@ -135,6 +158,62 @@ TEST(NcclGpuChecks, KernelEventsOffAndPluginNeverInitializedAreSaid) {
   check_nccl_plugin(r, problems);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].kind, "nccl_kernel_events_off");
+}
+
+// Issue 27: collectives of one plan (ncclGroupStart/End) run in one kernel, and each channel's
+// batch stamps all its works alike (device/common.h profiler()): their GPU times overlap, and
+// that is no sign of other work's timestamps. Two plans overlapping still is.
+TEST(NcclGpuChecks, OpsOfOnePlanOverlapWithoutSuspicion) {
+  RankData r = rank_with_ops(100);
+  auto& ops = r.windows[0].collectives;
+  for (size_t i = 0; i < ops.size(); i += 2) {  // pairs: the second starts with the first
+    ops[i + 1].gpu_start_ns = ops[i].gpu_start_ns + 200;
+    ops[i + 1].gpu_end_ns = ops[i].gpu_end_ns - 200;
+    ops[i + 1].upload_start_ns = ops[i].upload_start_ns + 2 * kUs;
+    ops[i + 1].chan_host_start_ns = ops[i].chan_host_start_ns;
+    ops[i + 1].chan_host_stop_ns = ops[i].chan_host_stop_ns;
+    ops[i].group = ops[i + 1].group = i / 2 + 1;
+  }
+  std::vector<Problem> problems;
+  RankData grouped = r;
+  flag_implausible_gpu_times(grouped, problems);
+  for (const char* s : suspects(grouped)) EXPECT_EQ(s, nullptr);
+  EXPECT_TRUE(problems.empty());
+  // Without plan numbers (files before issue 27) they look like other work's stamps.
+  for (Collective& c : r.windows[0].collectives) c.group = 0;
+  flag_implausible_gpu_times(r, problems);
+  EXPECT_STREQ(suspects(r)[1], "out_of_order");
+}
+
+TEST(NcclGpuChecks, ShiftedOpsAreSuspect) {
+  RankData r = rank_with_ops(40);
+  r.windows[0].collectives[30].gpu_shifted = true;
+  std::vector<Problem> problems;
+  flag_implausible_gpu_times(r, problems);
+  EXPECT_STREQ(suspects(r)[30], "shifted");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("1 shifted"), std::string::npos) << problems[0].message;
+}
+
+// A process driving several GPUs: each GPU's clock and proxy lag on their own.
+TEST(NcclGpuChecks, EachGpuOfAProcessIsCheckedOnItsOwn) {
+  RankData r = rank_with_ops(40);
+  RankData far = rank_with_ops(40, -1'700'000'000 * int64_t{1'000'000'000});  // a clock not epoch-based
+  for (Collective c : far.windows[0].collectives) {
+    c.device = 1;
+    r.windows[0].collectives.push_back(c);
+  }
+  for (Collective& c : r.windows[0].collectives)
+    if (c.device < 0) c.device = 0;
+  std::vector<Problem> problems;
+  shift_far_gpu_clock(r, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("(GPU 1)"), std::string::npos) << problems[0].message;
+  const auto& ops = r.windows[0].collectives;
+  EXPECT_EQ(ops[0].gpu_start_ns, kT0);      // GPU 0 untouched
+  EXPECT_NEAR(double(ops[40].gpu_end_ns), double(ops[40].chan_host_stop_ns), double(40 * kUs));  // GPU 1 shifted
+  flag_implausible_gpu_times(r, problems);
+  for (const char* s : suspects(r)) EXPECT_EQ(s, nullptr);  // the two GPUs' ops overlap, on two GPUs
 }
 
 }  // namespace

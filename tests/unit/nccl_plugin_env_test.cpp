@@ -1,6 +1,8 @@
 // How the library constructor sets NCCL_PROFILER_PLUGIN (nccl_hooks/plugin_env.*).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -184,28 +186,54 @@ TEST(NcclPluginEnv, NotPreloadedDeclines) {
 }
 
 // KernelCh gating (issue 11 item 1): NVIDIA/nccl#2039 (2.27 proxy append overflow) and #2326
-// (small /dev/shm).
+// (no room in /dev/shm for the profiler's proxy connection).
 TEST(NcclKernelEvents, OffWithTheV4TableUnlessAsked) {
-  KernelEventsDecision d = decide_kernel_events(-1, 4, 8ll << 30);
+  KernelEventsDecision d = decide_kernel_events(-1, 4, 8ll << 30, 0);
   EXPECT_FALSE(d.on);
   EXPECT_NE(d.status.find("#2039"), std::string::npos);
-  EXPECT_TRUE(decide_kernel_events(1, 4, 8ll << 30).on);
-  for (int table : {5, 6}) EXPECT_TRUE(decide_kernel_events(-1, table, 8ll << 30).on) << table;
+  EXPECT_TRUE(decide_kernel_events(1, 4, 8ll << 30, 0).on);
+  for (int table : {5, 6}) EXPECT_TRUE(decide_kernel_events(-1, table, 8ll << 30, 0).on) << table;
 }
 
-TEST(NcclKernelEvents, OffWithAWarningWhenDevShmIsSmall) {
-  KernelEventsDecision d = decide_kernel_events(-1, 5, 64ll << 20);  // Docker's default
+// Issue 27: the free space of /dev/shm against what the communicator's local ranks will take
+// (one ops pool of ~32.6 MiB each: proxy.cc proxyProgressInit), not its size.
+TEST(NcclKernelEvents, OffWithAWarningWhenDevShmHasNoRoomForTheCommunicator) {
+  EXPECT_EQ(kProxyOpsPoolBytes, 34'209'792);  // 232 x 2048 x 72
+  // 8 local ranks (16 ranks on 2 nodes): 8 pools, plus a quarter.
+  EXPECT_EQ(shm_needed_for_comm(16, 2), 8 * kProxyOpsPoolBytes * 5 / 4);
+  EXPECT_EQ(shm_needed_for_comm(4, 4), kProxyOpsPoolBytes * 5 / 4);
+  EXPECT_EQ(shm_needed_for_comm(5, 2), 3 * kProxyOpsPoolBytes * 5 / 4);
+  const int64_t need = shm_needed_for_comm(16, 2);
+  KernelEventsDecision d = decide_kernel_events(-1, 5, 300ll << 20, need);  // a 1 GiB tmpfs, 300 MiB left
   EXPECT_FALSE(d.on);
-  EXPECT_NE(d.status.find("64 MiB"), std::string::npos) << d.status;
+  EXPECT_NE(d.status.find("300 MiB free"), std::string::npos) << d.status;
+  EXPECT_NE(d.status.find("326 MiB"), std::string::npos) << d.status;
   EXPECT_NE(d.warning.find("LAGGARD_NCCL_KERNEL_EVENTS=1"), std::string::npos) << d.warning;
-  EXPECT_TRUE(decide_kernel_events(1, 5, 64ll << 20).on);
-  EXPECT_TRUE(decide_kernel_events(-1, 5, -1).on);  // unknown size: not held against the job
+  EXPECT_TRUE(decide_kernel_events(-1, 5, 400ll << 20, need).on);
+  EXPECT_TRUE(decide_kernel_events(1, 5, 64ll << 20, need).on);
+  EXPECT_TRUE(decide_kernel_events(-1, 5, -1, need).on);  // unknown: not held against the job
 }
 
 TEST(NcclKernelEvents, SwitchedOff) {
-  KernelEventsDecision d = decide_kernel_events(0, 6, 8ll << 30);
+  KernelEventsDecision d = decide_kernel_events(0, 6, 8ll << 30, 0);
   EXPECT_FALSE(d.on);
   EXPECT_EQ(d.status, "off: LAGGARD_NCCL_KERNEL_EVENTS=0");
+}
+
+// Issue 27: the profiler plugin NCCL would have loaded had laggard not set NCCL_PROFILER_PLUGIN.
+TEST(NcclDisplacedPlugin, DefaultPluginOnTheSearchPathOrANetPluginsTable) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("laggard-displaced-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(find_displaced_profiler({"/nonexistent", dir}, {}, 6), "");
+  std::ofstream(dir + "/libnccl-profiler.so") << "";
+  EXPECT_EQ(find_displaced_profiler({"/nonexistent", dir}, {}, 6), "libnccl-profiler.so in " + dir);
+  std::filesystem::remove(dir + "/libnccl-profiler.so");
+  std::vector<LoadedLibrary> loaded = {{"/opt/x/libnccl-net-ofi.so", true}, {"/usr/lib/libfoo.so", true}};
+  EXPECT_EQ(find_displaced_profiler({dir}, loaded, 5), "the profiler table of the net plugin /opt/x/libnccl-net-ofi.so");
+  EXPECT_EQ(find_displaced_profiler({dir}, loaded, 4), "");  // NCCL 2.27 has no such fallback
+  loaded[0].has_profiler_table = false;
+  EXPECT_EQ(find_displaced_profiler({dir}, loaded, 6), "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
