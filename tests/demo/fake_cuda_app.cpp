@@ -4,9 +4,9 @@
 // kernels inside NVTX sections and prints what it launched.
 //
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
-//                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
+//                         [--slow-rank R --slow-factor F] [--no-nvtx] [--no-init]
 //                         [--nvtx-first] [--autograd-thread] [--profiler-steps A:B] [--late-library PATH]
-//                         [--fork-thread N] [--stall-ms MS]
+//                         [--fork-thread N] [--stall-ms MS] [--wait-attached S]
 //
 // Per step: step { forward { K x fwd_gemm, 1 memcpy } backward { K x bwd_gemm, 1 NCCL kernel } }
 // then M x stray_kernel outside any section. bwd_gemm runs F times longer on rank R.
@@ -19,6 +19,8 @@
 // callbacks stay). Kineto is linked against libcupti, so its calls bind by symbol lookup: here
 // dlsym(RTLD_DEFAULT), which finds a preloaded library's definitions first, as the dynamic
 // linker would. Prints "profiler records=N" at the end.
+// --wait-attached S: after cuInit, wait (at most S seconds) until a CUPTI client has switched kernel
+// records on, so a test of a late attach waits for the attach, not for a guessed time.
 // --late-library PATH dlopens PATH halfway through the steps (a second libcupti appearing late).
 // --fork-thread N: a second thread forks N times while the steps run, as a DataLoader starting
 // workers does; each child marks one NVTX range (no CUDA: a forked child may not use it) and
@@ -134,7 +136,7 @@ std::pair<int, int> fork_children(int n) {
 int main(int argc, char** argv) {
   std::string cuda;
   int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
-  double step_ms = 30, slow_factor = 1, wait_ms = 0;
+  double step_ms = 30, slow_factor = 1, wait_attached_s = 0;
   bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
   int profiler_from = -1, profiler_to = -1;
   std::string late_library;
@@ -153,7 +155,7 @@ int main(int argc, char** argv) {
     else if (a == "--outside") outside = std::atoi(next());
     else if (a == "--slow-rank") slow_rank = std::atoi(next());
     else if (a == "--slow-factor") slow_factor = std::atof(next());
-    else if (a == "--wait-ms") wait_ms = std::atof(next());
+    else if (a == "--wait-attached") wait_attached_s = std::atof(next());
     else if (a == "--no-nvtx") nvtx = false;
     else if (a == "--no-init") init = false;
     else if (a == "--nvtx-first") nvtx_first = true;
@@ -179,7 +181,13 @@ int main(int argc, char** argv) {
     nvtxRangePop();
   }
   if (init) cu_init(0);
-  if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
+  if (wait_attached_s > 0) {
+    auto enabled = reinterpret_cast<int (*)()>(dlsym(h, "fake_cuda_kernel_records_enabled"));
+    if (!enabled) usage("not the fake libcuda");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_attached_s);
+    while (!enabled() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 
   const char* rank_env = std::getenv("RANK");
   int rank = rank_env ? std::atoi(rank_env) : 0;

@@ -173,4 +173,9 @@ __attribute__((visibility("default"))) unsigned long long fake_cuda_records_in(u
   return n;
 }
 
+// ---- test hook: whether a CUPTI client has switched kernel records on (laggard attached) ----
+__attribute__((visibility("default"))) int fake_cuda_kernel_records_enabled() {
+  return core().kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? 1 : 0;
+}
+
 }  // extern "C"

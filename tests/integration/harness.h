@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -50,14 +56,59 @@ inline nlohmann::json rank_file_json(const std::filesystem::path& file) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
+// A scratch directory per test, inside the build tree (build/test-scratch/Suite.Test-XXXXXX), never
+// in /tmp: a passing test removes it; a failing one keeps it for inspection, as does a test killed
+// by ctest's timeout, and the next run of that test removes what an earlier one kept.
+// Polls `ok` every 100 ms until it holds or timeout_s passes; a test waits for a condition (a file,
+// a window, a scrape), never for time. The timeout only ends a test that will not pass.
+inline bool wait_until(const std::function<bool()>& ok, double timeout_s = 120) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return ok();
+}
+
+// A started process that is killed when the test leaves early (a failed ASSERT), never left behind.
+struct Child {
+  Running run;
+  bool reaped = false;
+  explicit Child(Running r) : run(std::move(r)) {}
+  Child(const Child&) = delete;
+  ~Child() {
+    if (reaped) return;
+    kill(run.pid, SIGKILL);
+    wait_process(run, 30);
+  }
+  ProcessResult wait(double timeout_s = 120) {
+    reaped = true;
+    return wait_process(run, timeout_s);
+  }
+  ProcessResult stop(int sig = SIGINT) {
+    kill(run.pid, sig);
+    return wait(30);
+  }
+};
+
 class Scratch : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/laggard-it-XXXXXX";
-    dir = mkdtemp(tmpl);
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string name = std::string(t->test_suite_name()) + "." + t->name();
+    const std::filesystem::path root = kBin + "/test-scratch";
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    for (auto it = std::filesystem::directory_iterator(root, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec))
+      if (it->path().filename().string().rfind(name + "-", 0) == 0) std::filesystem::remove_all(it->path(), ec);
+    std::string tmpl = (root / (name + "-XXXXXX")).string();
+    if (!mkdtemp(tmpl.data())) FAIL() << "cannot create a scratch directory under " << root;
+    dir = tmpl;
   }
   void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir);
+    std::error_code ec;
+    if (!HasFailure()) std::filesystem::remove_all(dir, ec);
     else std::cerr << "kept " << dir << " for inspection\n";
   }
   std::string out() const { return dir + "/out"; }
