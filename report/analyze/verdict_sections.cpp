@@ -185,8 +185,8 @@ Finding section_finding(const VerdictContext& c, const Candidate& cand) {
   const std::string cause = section_cause(c, cand, f);
   const std::string when = cand.x.whole_run ? std::string("per step")
                                             : fmt::format("per step in steps {}-{} only", f.first_step, f.last_step);
-  f.summary = fmt::format("rank {} (host {}) spends {:.3f} ms more than the median rank in {} {} (CPU time); {}; {}",
-                          f.rank, f.host, ms(f.impact_ns), f.section, when,
+  f.summary = fmt::format("{} spends {:.3f} ms more than the median rank in {} {} (CPU time); {}; {}",
+                          rank_name(f.rank, f.host), ms(f.impact_ns), f.section, when,
                           excess_sentence(cand.x, c.step_ns, c.steps.count()), cause);
   return f;
 }
