@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -95,7 +96,8 @@ class Scratch : public ::testing::Test {
  protected:
   void SetUp() override {
     const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string name = std::string(t->test_suite_name()) + "." + t->name();
+    std::string name = std::string(t->test_suite_name()) + "." + t->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterized: "Formats/Suite.Test/json"
     const std::filesystem::path root = kBin + "/test-scratch";
     std::error_code ec;
     std::filesystem::create_directories(root, ec);
@@ -108,6 +110,7 @@ class Scratch : public ::testing::Test {
   }
   void TearDown() override {
     std::error_code ec;
+    if (dir.empty()) return;
     if (!HasFailure()) std::filesystem::remove_all(dir, ec);
     else std::cerr << "kept " << dir << " for inspection\n";
   }
