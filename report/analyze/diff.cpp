@@ -92,6 +92,7 @@ std::vector<DiffEntry> compare(const std::map<std::string, Totals>& a, int na, c
       e.median_b_ns = weighted_median(pair.second->samples);
       e.spread_ns = std::max(e.spread_ns, weighted_sigma(pair.second->samples));
     }
+    if (e.median_a_ns > 0 && e.median_b_ns > 0) e.median_change = (e.median_b_ns - e.median_a_ns) / e.median_a_ns;
     e.status = !pair.first ? "added" : !pair.second ? "removed" : changed(e, threshold) ? "changed" : "same";
     out.push_back(e);
   }

@@ -3,6 +3,7 @@
 // so runs of different sizes compare. A is the base: changes are measured against A's value.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct DiffEntry {
   double median_a_ns = 0, median_b_ns = 0;  // per occurrence
   double total_a_ns = 0, total_b_ns = 0;    // per rank
   double spread_ns = 0;  // the larger of the two runs' spread of one occurrence (robust sigma)
+  std::optional<double> median_change;  // (B - A) / A of the medians; none when either has none
 };
 
 struct RunDiff {

@@ -221,9 +221,7 @@ json render_diff_json(const RunDiff& d) {
       a.push_back({{"name", e.name}, {"status", e.status}, {"count_a", count(e.count_a)}, {"count_b", count(e.count_b)},
                    {"median_a_ms", ms(e.median_a_ns)}, {"median_b_ms", ms(e.median_b_ns)},
                    {"total_a_ms", ms(e.total_a_ns)}, {"total_b_ms", ms(e.total_b_ns)},
-                   {"median_change", e.median_a_ns > 0 && e.median_b_ns > 0
-                                         ? json((e.median_b_ns - e.median_a_ns) / e.median_a_ns)
-                                         : json(nullptr)},
+                   {"median_change", e.median_change ? json(*e.median_change) : json(nullptr)},
                    {"spread_ms", ms(e.spread_ns)}});
     return a;
   };

@@ -187,9 +187,9 @@ std::string count_text(double n) {
   return n == std::floor(n) ? fmt::format("{:.0f}", n) : fmt::format("{:.1f}", n);
 }
 
-// B's median against A's: "+36 %"; "-" when A has none.
-std::string change_text(double a, double b) {
-  return a > 0 && b > 0 ? fmt::format("{:+.0f} %", 100 * (b - a) / a) : std::string("-");
+// B's median against A's: "+36 %"; "-" when either has none.
+std::string change_text(const std::optional<double>& change) {
+  return change ? fmt::format("{:+.0f} %", 100 * *change) : std::string("-");
 }
 
 void render_diff_text(const RunDiff& d, size_t top, std::ostream& out) {
@@ -206,7 +206,7 @@ void render_diff_text(const RunDiff& d, size_t top, std::ostream& out) {
       if (shown++ >= top) continue;
       out << fmt::format("  {:<8} {:<40} {:>9} {:>9} {:>11.3f} {:>11.3f} {:>8} {:>+11.3f}\n", e.status,
                          e.name.substr(0, 40), count_text(e.count_a), count_text(e.count_b), ms(e.median_a_ns),
-                         ms(e.median_b_ns), change_text(e.median_a_ns, e.median_b_ns), ms(e.total_b_ns - e.total_a_ns));
+                         ms(e.median_b_ns), change_text(e.median_change), ms(e.total_b_ns - e.total_a_ns));
     }
     if (shown > top) out << fmt::format("  ... {} more changes (--top)\n", shown - top);
     out << fmt::format("  {} unchanged\n", same);

@@ -356,6 +356,25 @@ TEST(Diff, AddedRemovedChanged) {
   EXPECT_EQ(d.kernels.front().name, "gemm_bwd_a");  // the biggest change of total time first
   nlohmann::json j = render_diff_json(d);
   EXPECT_EQ(j["kernels"].size(), d.kernels.size());
+  // An added or removed kernel has no change of its median: null in JSON, "-" in the text.
+  for (const DiffEntry& e : d.kernels)
+    if (e.status == "added" || e.status == "removed") {
+      EXPECT_FALSE(e.median_change) << e.name;
+    }
+  for (const auto& k : j["kernels"])
+    if (k["status"] == "added" || k["status"] == "removed") {
+      EXPECT_TRUE(k["median_change"].is_null()) << k.dump();
+    }
+  std::ostringstream text;
+  render_diff_text(d, 20, text);
+  for (const std::string name : {"embedding_fwd", "new_kernel"}) {
+    const std::string& t = text.str();
+    const size_t at = t.find(name);
+    ASSERT_NE(at, std::string::npos) << t;
+    const std::string line = t.substr(at, t.find('\n', at) - at);
+    EXPECT_NE(line.find(" - "), std::string::npos) << line;
+    EXPECT_EQ(line.find('%'), std::string::npos) << line;
+  }
 }
 
 // Issue 30: an imported trace has no host name; a finding then names "rank 3 (GPU 3)", never
@@ -390,6 +409,8 @@ TEST(Diff, ChangeIsMeasuredAgainstAAndCountsAreWhole) {
     if (k.name == "gemm_bwd_a") e = &k;
   ASSERT_NE(e, nullptr);
   EXPECT_NEAR(e->median_b_ns / e->median_a_ns, 1.36, 0.03);
+  ASSERT_TRUE(e->median_change);
+  EXPECT_NEAR(*e->median_change, 0.36, 0.03);  // against A; was 0.26 against the larger value
   EXPECT_EQ(e->status, "changed");  // was: "same"
   nlohmann::json j = render_diff_json(d);
   for (const auto& k : j["kernels"]) {
