@@ -1,7 +1,7 @@
 // What a newcomer meets at the command line (issue 30 item 7): a mistyped command is named with what
 // was meant, every usage error exits 2 (CLI11's own codes 105/106/109 are not the tool's), `--html`
 // says where the page went, `trace` needs -o, `cat` of a run directory prints its rank files, and the
-// demo has --help.
+// demo has --help; and the test script names the tests that needed a retry (item 5).
 #include <fstream>
 
 #include "harness.h"
@@ -101,6 +101,38 @@ TEST_F(Cli, TheDemoHasHelp) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("unknown option --slow-rnak"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("laggard-demo --help"), std::string::npos) << bad.err;
+}
+
+// Issue 30 item 5: scripts/test (through scripts/ctest-run) ends with the tests that failed a try
+// and passed a retry, so a flaky test is named instead of hidden among ~1,100 lines; with no
+// retries (the default) it says every test ran once. A hand-written ctest directory: a steady test,
+// one that fails its first try only, one that always fails.
+TEST_F(Cli, TheTestScriptEndsWithTheTestsThatNeededARetry) {
+  const std::string tests = dir + "/ctest";
+  fs::create_directories(tests);
+  std::ofstream(tests + "/CTestTestfile.cmake")
+      << "add_test(Steady.Passes /bin/true)\n"
+      << "add_test(Flaky.FailsItsFirstTry /bin/sh -c \"test -e " << tests << "/tried || { touch " << tests
+      << "/tried; exit 1; }\")\n"
+      << "add_test(Broken.AlwaysFails /bin/false)\n";
+  const std::string script = std::string(LAGGARD_SOURCE_DIR) + "/scripts/ctest-run";
+  ProcessResult r = run_process({script, "2", "--test-dir", tests}, clean_env());
+  EXPECT_NE(r.exit_code, 0) << r.out;  // Broken.AlwaysFails still fails the run
+  const size_t list = r.out.rfind("laggard: these tests failed a try and passed a retry");
+  ASSERT_NE(list, std::string::npos) << r.out << r.err;
+  const std::string tail = r.out.substr(list);
+  EXPECT_NE(tail.find("\n  Flaky.FailsItsFirstTry\n"), std::string::npos) << tail;
+  EXPECT_EQ(tail.find("Broken"), std::string::npos) << tail;  // failed every try: in ctest's own list
+  EXPECT_EQ(tail.find("Steady"), std::string::npos) << tail;
+
+  fs::remove(tests + "/tried");
+  ProcessResult once = run_process({script, "0", "--test-dir", tests, "-R", "Flaky"}, clean_env());
+  EXPECT_NE(once.exit_code, 0) << once.out;  // no retry: its first failure fails the run
+  EXPECT_NE(once.out.find("laggard: every test ran once, no retries"), std::string::npos) << once.out;
+  fs::remove(tests + "/tried");
+  ProcessResult none = run_process({script, "2", "--test-dir", tests, "-R", "Steady"}, clean_env());
+  EXPECT_EQ(none.exit_code, 0) << none.out;
+  EXPECT_NE(none.out.find("laggard: no test needed a retry"), std::string::npos) << none.out;
 }
 
 }  // namespace cli_test

@@ -57,9 +57,6 @@ inline nlohmann::json rank_file_json(const std::filesystem::path& file) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
-// A scratch directory per test, inside the build tree (build/test-scratch/Suite.Test-XXXXXX), never
-// in /tmp: a passing test removes it; a failing one keeps it for inspection, as does a test killed
-// by ctest's timeout, and the next run of that test removes what an earlier one kept.
 // Polls `ok` every 100 ms until it holds or timeout_s passes; a test waits for a condition (a file,
 // a window, a scrape), never for time. The timeout only ends a test that will not pass.
 inline bool wait_until(const std::function<bool()>& ok, double timeout_s = 120) {
@@ -92,6 +89,9 @@ struct Child {
   }
 };
 
+// A scratch directory per test, inside the build tree (build/test-scratch/Suite.Test-XXXXXX), never
+// in /tmp: a passing test removes it; a failing one keeps it for inspection, as does a test killed
+// by ctest's timeout, and the next run of that test removes what an earlier one kept.
 class Scratch : public ::testing::Test {
  protected:
   void SetUp() override {
