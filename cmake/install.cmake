@@ -1,5 +1,5 @@
-# What `cmake --install build --prefix PREFIX` installs, and the Debian package (`cpack` in build/,
-# or scripts/package). Layout under PREFIX:
+# What `cmake --install build --prefix PREFIX` installs, and the Debian package (`cpack` in build/;
+# scripts/check-install tests both). Layout under PREFIX:
 #   bin/                  laggard and the programs users run (the demos, laggard-gen-synthetic)
 #   lib/                  liblaggard.so (LD_PRELOAD) and the libraries it loads from its own
 #                         directory (liblaggard-re2.so); `laggard run` finds lib/ from bin/laggard
