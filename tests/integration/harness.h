@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -68,6 +69,42 @@ inline bool wait_until(const std::function<bool()>& ok, double timeout_s = 120) 
   return ok();
 }
 
+// Microseconds in which some runnable task waited for a CPU since boot (PSI, /proc/pressure/cpu
+// "some"); -1 without PSI.
+inline long long cpu_pressure_us() {
+  long long total = -1;
+  if (FILE* f = std::fopen("/proc/pressure/cpu", "r")) {
+    if (std::fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%lld", &total) != 1) total = -1;
+    std::fclose(f);
+  }
+  return total;
+}
+
+// Whether the machine kept runnable tasks waiting for a CPU while something ran: CPU pressure grew
+// by more than a tenth of its wall time (the load average lags by a minute), or, without PSI, the
+// load average exceeds the cores. Sleeping processes on such a machine wake late for several steps
+// at a time: true delays of ranks nothing was injected into, which the report rightly flags.
+class ContentionMeter {
+ public:
+  ContentionMeter() : pressure_(cpu_pressure_us()), t0_(std::chrono::steady_clock::now()) {}
+  bool contended() const {
+    const long long pressure = cpu_pressure_us();
+    const auto wall_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0_).count();
+    if (pressure_ >= 0 && pressure >= 0) return pressure - pressure_ > wall_us / 10;
+    double load = 0;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+      std::fclose(f);
+    }
+    return load > double(std::thread::hardware_concurrency());
+  }
+
+ private:
+  long long pressure_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 // A started process that is killed when the test leaves early (a failed ASSERT), never left behind.
 struct Child {
   Running run;
@@ -116,13 +153,18 @@ class Scratch : public ::testing::Test {
   }
   std::string out() const { return dir + "/out"; }
 
-  // laggard run --nproc N --flush-s F --out OUT -- laggard-demo ARGS
+  // laggard run --nproc N --flush-s F --out OUT -- laggard-demo ARGS; last_run_contended says
+  // whether the machine kept runnable tasks waiting for a CPU meanwhile (ContentionMeter).
   ProcessResult run_demo(int nproc, const std::vector<std::string>& demo_args, double flush_s = 0.2) {
     std::vector<std::string> argv = {kLaggard, "run", "--nproc", std::to_string(nproc), "--flush-s",
                                      std::to_string(flush_s), "--out", out(), "--", kDemo};
     argv.insert(argv.end(), demo_args.begin(), demo_args.end());
-    return run_process(argv, clean_env());
+    ContentionMeter meter;
+    ProcessResult r = run_process(argv, clean_env());
+    last_run_contended = meter.contended();
+    return r;
   }
+  bool last_run_contended = false;
 
   nlohmann::json report(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {kLaggard, "report", out(), "--format", "json"};

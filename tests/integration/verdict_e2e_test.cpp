@@ -32,16 +32,6 @@ bool overloaded() {
   return g_last_run_contended || load > double(std::thread::hardware_concurrency());
 }
 
-// Microseconds some runnable task has waited for a CPU since boot; -1 without PSI.
-long long cpu_pressure_us() {
-  long long total = -1;
-  if (FILE* f = std::fopen("/proc/pressure/cpu", "r")) {
-    if (std::fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%lld", &total) != 1) total = -1;
-    std::fclose(f);
-  }
-  return total;
-}
-
 bool has_finding(const nlohmann::json& f, int rank, const std::string& section, int first, int last) {
   for (const auto& x : f)
     if (x["rank"] == rank && x["section"] == section &&
