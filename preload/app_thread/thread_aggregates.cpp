@@ -22,7 +22,7 @@ void ThreadAggregates::init_handover() {
 
 void ThreadAggregates::quiesce() {
   if (writers_fence_.load(std::memory_order_relaxed) || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the writers' fences
+    handover_fence();  // pairs with the writers' fences
 }
 
 void ThreadAggregates::Table::clear() {

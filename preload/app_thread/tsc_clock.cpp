@@ -61,10 +61,12 @@ TscClock::Point TscClock::measure() {
 void TscClock::publish(uint64_t tick0, int64_t ns0, double ns_per_tick) {
   const uint32_t s = seq_.load(std::memory_order_relaxed);
   seq_.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  tick0_.store(tick0, std::memory_order_relaxed);
-  ns0_.store(ns0, std::memory_order_relaxed);
-  mult_.store(static_cast<int64_t>(std::llround(ns_per_tick * 4294967296.0)), std::memory_order_relaxed);
+  // A seqlock without fences (as cupti/correlation_table.cpp): release stores of the fields, so a
+  // reader that acquires a new value also sees the odd sequence number. ThreadSanitizer models
+  // these; it does not model atomic_thread_fence.
+  tick0_.store(tick0, std::memory_order_release);
+  ns0_.store(ns0, std::memory_order_release);
+  mult_.store(static_cast<int64_t>(std::llround(ns_per_tick * 4294967296.0)), std::memory_order_release);
   seq_.store(s + 2, std::memory_order_release);
 }
 

@@ -76,10 +76,11 @@ class TscClock {
     // Acquire: a thread that sees the clock on sees the line published before it was switched on.
     if (__builtin_expect(active_.load(std::memory_order_acquire), 1)) {
       const uint32_t seq = seq_.load(std::memory_order_acquire);
-      const uint64_t tick0 = tick0_.load(std::memory_order_relaxed);
-      const int64_t ns0 = ns0_.load(std::memory_order_relaxed);
-      const int64_t mult = mult_.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      // Acquire loads (plain moves on x86-64): the re-check of seq_ cannot move above them
+      // (publish() in tsc_clock.cpp).
+      const uint64_t tick0 = tick0_.load(std::memory_order_acquire);
+      const int64_t ns0 = ns0_.load(std::memory_order_acquire);
+      const int64_t mult = mult_.load(std::memory_order_acquire);
       if (__builtin_expect(!(seq & 1) && seq_.load(std::memory_order_relaxed) == seq, 1))
         return ns0 + static_cast<int64_t>((static_cast<__int128>(static_cast<int64_t>(read_counter() - tick0)) * mult) >> 32);
     }

@@ -51,10 +51,24 @@ std::map<std::string, Totals> kernel_totals(const RunModel& m) {
   return out;
 }
 
+// B moved from A by more than `threshold` of A (A is the base: 100 -> 136 is 36 %).
 bool moved(double a, double b, double threshold) {
   if (a == b) return false;
-  double base = std::max(std::fabs(a), std::fabs(b));
-  return base > 0 && std::fabs(a - b) / base > threshold;
+  return a == 0 || std::fabs(b - a) / std::fabs(a) > threshold;
+}
+
+// A duration that moved by more than the threshold and by more than one occurrence's spread.
+bool duration_moved(double a, double b, double threshold, double spread) {
+  return moved(a, b, threshold) && std::fabs(b - a) > spread;
+}
+
+// The total counts per occurrence: a total that moved by less than the spread of each of its
+// occurrences is noise too.
+bool changed(const DiffEntry& e, double threshold) {
+  const double occurrences = std::max({e.count_a, e.count_b, 1.0});
+  return moved(e.count_a, e.count_b, threshold) ||
+         duration_moved(e.median_a_ns, e.median_b_ns, threshold, e.spread_ns) ||
+         duration_moved(e.total_a_ns, e.total_b_ns, threshold, e.spread_ns * occurrences);
 }
 
 std::vector<DiffEntry> compare(const std::map<std::string, Totals>& a, int na, const std::map<std::string, Totals>& b,
@@ -70,18 +84,16 @@ std::vector<DiffEntry> compare(const std::map<std::string, Totals>& a, int na, c
       e.count_a = pair.first->count / std::max(1, na);
       e.total_a_ns = pair.first->total_ns / std::max(1, na);
       e.median_a_ns = weighted_median(pair.first->samples);
+      e.spread_ns = weighted_sigma(pair.first->samples);
     }
     if (pair.second) {
       e.count_b = pair.second->count / std::max(1, nb);
       e.total_b_ns = pair.second->total_ns / std::max(1, nb);
       e.median_b_ns = weighted_median(pair.second->samples);
+      e.spread_ns = std::max(e.spread_ns, weighted_sigma(pair.second->samples));
     }
-    e.status = !pair.first ? "added"
-               : !pair.second ? "removed"
-               : (moved(e.count_a, e.count_b, threshold) || moved(e.median_a_ns, e.median_b_ns, threshold) ||
-                  moved(e.total_a_ns, e.total_b_ns, threshold))
-                   ? "changed"
-                   : "same";
+    if (e.median_a_ns > 0 && e.median_b_ns > 0) e.median_change = (e.median_b_ns - e.median_a_ns) / e.median_a_ns;
+    e.status = !pair.first ? "added" : !pair.second ? "removed" : changed(e, threshold) ? "changed" : "same";
     out.push_back(e);
   }
   std::stable_sort(out.begin(), out.end(), [](const DiffEntry& x, const DiffEntry& y) {

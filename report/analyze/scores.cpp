@@ -259,6 +259,9 @@ void section_summaries(ScoreWork& w) {
       auto it = w.med[ri].find(name);
       if (it == w.med[ri].end()) continue;
       meds.push_back(it->second);
+      // The worst rank is one with a score: a median of fewer than min_samples samples is shown
+      // as a median, but ranks nobody (the rank table says "too few samples" for it).
+      if (w.acc[ri].at(name).all.size() < w.opt.min_samples) continue;
       double rel = ratio(b, it->second);
       if (s.worst_rank < 0 || rel < s.worst_relative) {
         s.worst_rank = w.model.ranks[ri].rank;

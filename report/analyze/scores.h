@@ -78,7 +78,7 @@ struct SectionSummary {
   std::string parent;  // most common parent, empty for top level
   int ranks = 0;
   double min_median_ns = 0, median_median_ns = 0, max_median_ns = 0;
-  int worst_rank = -1;
+  int worst_rank = -1;          // among the ranks with a score (min_samples); -1: none has one
   double worst_relative = 1;
 };
 

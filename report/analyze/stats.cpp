@@ -39,6 +39,14 @@ double weighted_median_impl(std::vector<std::pair<double, double>> v, bool lower
 
 double weighted_median(std::vector<std::pair<double, double>> v) { return weighted_median_impl(std::move(v), false); }
 
+double weighted_sigma(const std::vector<std::pair<double, double>>& v) {
+  const double m = weighted_median(v);
+  std::vector<std::pair<double, double>> deviation;
+  deviation.reserve(v.size());
+  for (const auto& [x, w] : v) deviation.emplace_back(std::fabs(x - m), w);
+  return 1.4826 * weighted_median(std::move(deviation));
+}
+
 double lower_weighted_median(std::vector<std::pair<double, double>> v) {
   return weighted_median_impl(std::move(v), true);
 }

@@ -13,6 +13,10 @@ double median(std::vector<double> values);
 // Median of weighted values; equals median() when all weights are equal.
 double weighted_median(std::vector<std::pair<double, double>> value_weight);
 
+// Robust spread of weighted values: 1.4826 x the weighted median absolute deviation from their
+// weighted median (the standard deviation, for a normal sample). Empty input: 0.
+double weighted_sigma(const std::vector<std::pair<double, double>>& value_weight);
+
 // NVRx's section statistic: torch.median, the LOWER middle value for an even count
 // (sorted[(n-1)/2]); weighted: the smallest value whose cumulative weight reaches half.
 double lower_weighted_median(std::vector<std::pair<double, double>> value_weight);

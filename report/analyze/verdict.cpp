@@ -295,8 +295,8 @@ Finding lateness_finding(const VerdictContext& c, const Excess& x, bool use_arri
   if (!x.whole_run) {
     f.first_step = j.steps[x.first].step;
     f.last_step = j.steps[x.last].step;
-    f.summary = fmt::format("rank {} (host {}, GPU {}) is {:.3f} ms late in steps {}-{} only; {}; {}", f.rank, f.host,
-                            f.device, ms(x.median_excess_ns), f.first_step, f.last_step, loss, why);
+    f.summary = fmt::format("{} is {:.3f} ms late in steps {}-{} only; {}; {}", rank_name(f.rank, f.host, f.device),
+                            ms(x.median_excess_ns), f.first_step, f.last_step, loss, why);
     return f;
   }
   const std::string lead =
@@ -304,7 +304,7 @@ Finding lateness_finding(const VerdictContext& c, const Excess& x, bool use_arri
                                 "steps)",
                                 ms(x.median_excess_ns), 100 * rj.last_arrival_share)
                   : fmt::format("finishes its step's GPU work {:.3f} ms after the median rank", ms(x.median_excess_ns));
-  f.summary = fmt::format("rank {} (host {}, GPU {}) {}; {}; {}", f.rank, f.host, f.device, lead, loss, why);
+  f.summary = fmt::format("{} {}; {}; {}", rank_name(f.rank, f.host, f.device), lead, loss, why);
   return f;
 }
 
@@ -354,12 +354,12 @@ void add_gpu_score_findings(const VerdictContext& c, FindingSet& out) {
     f.evidence["gpu_" + s.metric + "_score"] = s.score;
     const std::string where = s.section.empty() ? "its kernels" : "its kernels in " + s.section;
     f.summary = s.metric == "relative"
-                    ? fmt::format("rank {} (host {}): {} run {:.2f}x as long as on the fastest rank (NVRx GPU "
+                    ? fmt::format("{}: {} run {:.2f}x as long as on the fastest rank (NVRx GPU "
                                   "relative score {}, time-weighted over kernels, NCCL excluded)",
-                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, score_text(s.score, s.threshold))
-                    : fmt::format("rank {} (host {}): {} became {:.2f}x slower than their own best in {} report "
+                                  rank_name(s.rank, s.host), where, s.score > 0 ? 1 / s.score : 0.0, score_text(s.score, s.threshold))
+                    : fmt::format("{}: {} became {:.2f}x slower than their own best in {} report "
                                   "windows (NVRx GPU individual score {})",
-                                  s.rank, s.host, where, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
+                                  rank_name(s.rank, s.host), where, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
                                   score_text(s.score, s.threshold));
     out.add(std::move(f), r);
   }
@@ -426,13 +426,13 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
     f.evidence["section_median_ms"] = ms(median_ns);
     const std::string cause_text = nvrx_section_cause(c, r, s.section, impact, f);
     f.summary = s.metric == "relative"
-                    ? fmt::format("rank {} (host {}) section {} is {:.2f}x slower than the fastest rank (CPU time, "
+                    ? fmt::format("{} section {} is {:.2f}x slower than the fastest rank (CPU time, "
                                   "NVRx relative score {}); {}",
-                                  s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0,
+                                  rank_name(s.rank, s.host), s.section, s.score > 0 ? 1 / s.score : 0.0,
                                   score_text(s.score, s.threshold), cause_text)
-                    : fmt::format("rank {} (host {}) section {} became {:.2f}x slower than its own best in {} report "
+                    : fmt::format("{} section {} became {:.2f}x slower than its own best in {} report "
                                   "windows (NVRx individual score {}); {}",
-                                  s.rank, s.host, s.section, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
+                                  rank_name(s.rank, s.host), s.section, s.score > 0 ? 1 / s.score : 0.0, s.windows.size(),
                                   score_text(s.score, s.threshold), cause_text);
     out.add(std::move(f), r);
   }
@@ -484,9 +484,9 @@ void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
     f.evidence["nvtx_window_relative_score"] = d.score;
     f.evidence["windows_below"] = double(d.windows.size());
     const std::string cause = nvrx_section_cause(c, r, f.section, impact, f);
-    f.summary = fmt::format("rank {} (host {}) section {} was {:.2f}x slower than the fastest rank in {} report windows "
+    f.summary = fmt::format("{} section {} was {:.2f}x slower than the fastest rank in {} report windows "
                             "(from window {}; NVRx relative score {} there, CPU time); {}",
-                            f.rank, f.host, f.section, d.score > 0 ? 1 / d.score : 0.0, d.windows.size(),
+                            rank_name(f.rank, f.host), f.section, d.score > 0 ? 1 / d.score : 0.0, d.windows.size(),
                             d.windows.front(), score_text(d.score, c.scores.options.relative_threshold), cause);
     out.add(std::move(f), r);
   }
@@ -546,9 +546,9 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
       fill_evidence(f, d, j.ranks[r]);
       why = explain(d, j.ranks[r], j, c.breakdown, r);
     }
-    f.summary = fmt::format("rank {} (host {}): {}; when last it arrives {:.3f} ms after the median rank, what each "
+    f.summary = fmt::format("{}: {}; when last it arrives {:.3f} ms after the median rank, what each "
                             "of those collectives loses; {}",
-                            f.rank, f.host, clause, ms(cr.lateness_ns), why);
+                            rank_name(f.rank, f.host), clause, ms(cr.lateness_ns), why);
     out.add(std::move(f), r);
   }
 }

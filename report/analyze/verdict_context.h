@@ -11,6 +11,14 @@
 
 namespace laggard::report {
 
+// How a finding names its rank: "rank 3 (host node1, GPU 2)". A part that is unknown is left out
+// (an imported trace has no host name: "rank 3 (GPU 2)", "rank 3"), never printed empty.
+inline std::string rank_name(int rank, const std::string& host, int device = -1) {
+  std::string where = host.empty() ? "" : "host " + host;
+  if (device >= 0) where += (where.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(device);
+  return "rank " + std::to_string(rank) + (where.empty() ? "" : " (" + where + ")");
+}
+
 struct VerdictContext {
   const RunModel& model;
   const StepSet& steps;

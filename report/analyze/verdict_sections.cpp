@@ -260,8 +260,8 @@ Finding section_finding(const VerdictContext& c, const Candidate& cand) {
                                             : fmt::format("per step in steps {}-{} only", f.first_step, f.last_step);
   const std::string own = beyond.empty() ? "" : fmt::format(", beyond what {} explain{}", beyond,
                                                                cand.explained_by.size() == 1 ? "s" : "");
-  f.summary = fmt::format("rank {} (host {}) spends {:.3f} ms more than the median rank in {} {}{} (CPU time); {}; {}",
-                          f.rank, f.host, ms(f.impact_ns), f.section, when, own,
+  f.summary = fmt::format("{} spends {:.3f} ms more than the median rank in {} {}{} (CPU time); {}; {}",
+                          rank_name(f.rank, f.host), ms(f.impact_ns), f.section, when, own,
                           excess_sentence(cand.x, c.step_ns, c.steps.count()), cause);
   return f;
 }

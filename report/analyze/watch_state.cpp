@@ -130,7 +130,11 @@ WatchState summarize_for_watch(const RunModel& model, const ScoreOptions& score_
   }
   add_window_scores(st.ranks, by_rank, scores);
   for (const Straggler& s : scores.stragglers)
-    if (auto it = by_rank.find(s.rank); it != by_rank.end()) st.ranks[it->second].straggler = true;
+    if (auto it = by_rank.find(s.rank); it != by_rank.end()) {
+      WatchRank& w = st.ranks[it->second];
+      w.straggler = true;
+      if (!w.flagged_by || s.score < w.flagged_by->score) w.flagged_by = s;
+    }
   st.stragglers = std::move(scores.stragglers);
   st.newest = newest_window(scores);
   return st;

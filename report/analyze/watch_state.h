@@ -32,6 +32,7 @@ struct WatchRank {
   int64_t data_end_ns = 0;      // end of its newest window
   uint64_t windows = 0;         // capture windows read
   bool straggler = false;       // some finding (any scope) names this rank
+  std::optional<Straggler> flagged_by;  // ... the one with the lowest score: what the view's star stands for
   std::optional<double> worst_relative;  // lowest whole-run relative section score
   std::string worst_section;             // ... and its section
   std::map<std::string, WatchSection> sections;

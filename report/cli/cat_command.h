@@ -8,7 +8,8 @@
 
 namespace laggard::cli {
 
-// One JSON document per file, one per line (--pretty: indented). Returns 0, or 1 when a file
+// One JSON document per file, one per line (--pretty: indented); a directory stands for the rank
+// files in it (a run directory), in name order. Returns 0, or 1 when a file
 // could not be read whole (what could be read is printed; why goes to `err`).
 int cat_command(const std::vector<std::string>& files, bool pretty, std::ostream& out, std::ostream& err);
 

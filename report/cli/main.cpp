@@ -21,6 +21,11 @@
 
 namespace {
 
+// Exit codes (README "Exit codes"): 0 done; 1 done, but some input was skipped (import, cat);
+// 2 a usage error, or nothing could be read or written; 3 stragglers found (report
+// --fail-on-stragglers); `laggard run` returns its command's status.
+constexpr int kUsageError = 2;
+
 // Usage lines name the program and the full subcommand ("Usage: laggard run [OPTIONS] -- CMD
 // [ARGS...]"): CLI11 2.1 prints only the subcommand's own name, and nothing after `--`.
 class UsageFormatter : public CLI::Formatter {
@@ -184,7 +189,7 @@ struct ReportCommand : Command {
     cmd->add_option("--kernel-wait-ns", o.analyses.breakdown.kernel_wait_ns, "gaps shorter than this are kernel wait (HTA)")
         ->check(CLI::Range(0, 1'000'000'000))->capture_default_str();
     cmd->add_flag("--hta-compatible", o.analyses.hta_compatible,
-                  "also show HTA's own numbers (its definitions and trace-loading rules; see README)");
+                  "also show HTA's own numbers (its definitions and trace-loading rules; docs/import.md)");
     cmd->add_flag("--nvrx-compatible", o.analyses.nvrx_compatible,
                   "also show NVRx's own reports: its scores and straggler lists by its rules (docs/report.md)");
     cmd->add_option("--nvrx-interval-s", o.analyses.nvrx.interval_s,
@@ -248,7 +253,7 @@ struct TraceCommand : Command {
   void add(CLI::App& app) {
     cmd = app.add_subcommand("trace", "write all ranks' timelines as one Chrome trace (Perfetto)");
     cmd->add_option("dir", o.dir, "run directory, or an output directory holding runs")->required();
-    cmd->add_option("-o,--output", o.output, "trace file to write")->capture_default_str();
+    cmd->add_option("-o,--output", o.output, "trace file to write, e.g. trace.json")->required();
     cmd->add_option("--run", o.run_id, "run id when the directory holds several");
     cmd->add_option("--ranks", ranks, "only these ranks, e.g. 0,4-7");
     cmd->add_option("--steps", steps, "only these steps (each rank's own), e.g. 100:110");
@@ -356,11 +361,45 @@ struct CatCommand : Command {
 
   void add(CLI::App& app) {
     cmd = app.add_subcommand("cat", "print rank files (JSON or binary frames, any schema version) as JSON");
-    cmd->add_option("files", files, "rank files (rank*.json, rank*.lgr)")->required();
+    cmd->add_option("files", files, "rank files (rank*.json, rank*.lgr), or run directories (their rank files)")
+        ->required();
     cmd->add_flag("--pretty", pretty, "indent the JSON (default: one document per line)");
   }
   int execute() override { return laggard::cli::cat_command(files, pretty, std::cout, std::cerr); }
 };
+
+// The number of single-character edits between a and b (Levenshtein), for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word must name a subcommand: CLI11 would only say "A subcommand is required". Returns
+// false, having said which word and what was meant, when it does not.
+bool known_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
+  if (args.empty() || args[0].rfind("-", 0) == 0) return true;  // options (--help, --version) or nothing: CLI11's
+  std::string names, closest;
+  size_t best = 3;  // at most 2 edits away
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == args[0]) return true;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    if (size_t d = edit_distance(args[0], sub->get_name()); d < best) best = d, closest = sub->get_name();
+  }
+  std::cerr << "laggard: unknown command '" << args[0] << "'";
+  if (!closest.empty()) std::cerr << "; did you mean '" << closest << "'?";
+  std::cerr << "\n  commands: " << names << "\n  laggard --help, or laggard COMMAND --help, says more\n";
+  return false;
+}
 
 // `run`'s words after the first "--" are the command's, split off before CLI11 parses the rest.
 std::vector<std::string> split_after_dashes(std::vector<std::string>& args) {
@@ -401,14 +440,17 @@ int main(int argc, char** argv) {
   cat.add(app);
 
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!known_subcommand(app, args)) return kUsageError;
   run.after_dashes = split_after_dashes(args);
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message; its own codes (105 a bad value, 106 a missing argument, 109 an
+    // extra one, ...) all mean a usage error here, the tool's 2. --help and --version exit 0.
+    return app.exit(e) == 0 ? 0 : kUsageError;
   }
   for (Command* c : std::initializer_list<Command*>{&run, &report, &diff, &trace, &stacks, &ctl, &import, &watch, &cat})
     if (*c->cmd) return c->execute();
-  return 2;  // require_subcommand(1) makes this unreachable
+  return kUsageError;  // require_subcommand(1) makes this unreachable
 }

@@ -1,6 +1,7 @@
 #include "report_command.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -66,6 +67,11 @@ bool write_html(const report::RunModel& model, const report::ScoreReport& scores
     err << "laggard report: cannot write '" << o.html << "'\n";
     return false;
   }
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(o.html, ec);
+  err << "laggard report: wrote the HTML report to " << o.html;
+  if (!ec) err << fmt::format(" ({:.0f} KB)", double(bytes) / 1e3);
+  err << " (one self-contained page: open it in a browser)\n";
   return true;
 }
 

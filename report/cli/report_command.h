@@ -41,7 +41,7 @@ struct DiffOptions {
 struct TraceOptions {
   std::string dir;
   std::string run_id;
-  std::string output = "laggard-trace.json";
+  std::string output;  // -o FILE, required
   report::Cut cut;  // ranks, and steps (each rank's own steps, as `report --steps`)
   std::string step_section;  // marks a step for cut.steps (default: as the report finds it)
 };

@@ -191,11 +191,17 @@ RankFileJson frames_json(std::string_view text) {
 RankFileJson rank_file_json(std::string_view text) {
   if (is_frame_file(text)) return frames_json(text);
   RankFileJson out;
+  if (text.empty()) {
+    out.problem = "empty file: not a rank file";
+    return out;
+  }
   try {
     out.doc = ojson::parse(text);
   } catch (const std::exception& e) {
     out.doc = nullptr;
-    out.problem = std::string("not JSON and not a frame file: ") + e.what();
+    std::string why = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ...": the part after "] "
+    if (size_t at = why.find("] "); why.rfind("[json.exception.", 0) == 0 && at != std::string::npos) why.erase(0, at + 2);
+    out.problem = "not a rank file (neither JSON nor binary frames): " + why;
   }
   return out;
 }

@@ -1,4 +1,7 @@
 #include "render_analyses.h"
+
+#include <cmath>
+
 #include "render_gpu.h"
 #include "render_nvrx.h"
 #include "units.h"
@@ -212,12 +215,16 @@ json render_analyses_json(const RunModel& model, const Analyses& a) {
 }
 
 json render_diff_json(const RunDiff& d) {
-  auto entries = [](const std::vector<DiffEntry>& v) {
+  // Per-rank counts: an integer when whole (300, not 300.0).
+  auto count = [](double n) { return n == std::floor(n) ? json(static_cast<int64_t>(n)) : json(n); };
+  auto entries = [&](const std::vector<DiffEntry>& v) {
     json a = json::array();
     for (const DiffEntry& e : v)
-      a.push_back({{"name", e.name}, {"status", e.status}, {"count_a", e.count_a}, {"count_b", e.count_b},
+      a.push_back({{"name", e.name}, {"status", e.status}, {"count_a", count(e.count_a)}, {"count_b", count(e.count_b)},
                    {"median_a_ms", ms(e.median_a_ns)}, {"median_b_ms", ms(e.median_b_ns)},
-                   {"total_a_ms", ms(e.total_a_ns)}, {"total_b_ms", ms(e.total_b_ns)}});
+                   {"total_a_ms", ms(e.total_a_ns)}, {"total_b_ms", ms(e.total_b_ns)},
+                   {"median_change", e.median_change ? json(*e.median_change) : json(nullptr)},
+                   {"spread_ms", ms(e.spread_ns)}});
     return a;
   };
   return {{"run_a", d.run_a}, {"run_b", d.run_b}, {"ranks_a", d.ranks_a}, {"ranks_b", d.ranks_b},

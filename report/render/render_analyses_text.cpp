@@ -184,21 +184,31 @@ void render_analyses_text(const RunModel& model, const Analyses& a, size_t top, 
   for (const Threshold& t : a.verdict.thresholds) out << fmt::format("  {:<24} {:<10g} {}\n", t.name, t.value, t.why);
 }
 
+// A per-rank count: whole when it is (300, not 300.0), else one decimal (runs of different sizes).
+std::string count_text(double n) {
+  return n == std::floor(n) ? fmt::format("{:.0f}", n) : fmt::format("{:.1f}", n);
+}
+
+// B's median against A's: "+36 %"; "-" when either has none.
+std::string change_text(const std::optional<double>& change) {
+  return change ? fmt::format("{:+.0f} %", 100 * *change) : std::string("-");
+}
+
 void render_diff_text(const RunDiff& d, size_t top, std::ostream& out) {
   out << fmt::format("laggard diff: A = run {} ({} ranks), B = run {} ({} ranks); per rank; changed = more than {:.0f} % "
-                     "in count, median or total\n",
+                     "of A in count, median or total, and for times also more than one occurrence's spread\n",
                      d.run_a, d.ranks_a, d.run_b, d.ranks_b, 100 * d.threshold);
   auto table = [&](const char* title, const std::vector<DiffEntry>& v) {
     size_t shown = 0, same = 0;
     out << '\n' << title << ":\n";
-    out << fmt::format("  {:<8} {:<40} {:>9} {:>9} {:>11} {:>11} {:>11}\n", "STATUS", "NAME", "COUNT A", "COUNT B",
-                       "MEDIAN A ms", "MEDIAN B ms", "TOTAL +ms");
+    out << fmt::format("  {:<8} {:<40} {:>9} {:>9} {:>11} {:>11} {:>8} {:>11}\n", "STATUS", "NAME", "COUNT A",
+                       "COUNT B", "MEDIAN A ms", "MEDIAN B ms", "MEDIAN", "TOTAL +ms");
     for (const DiffEntry& e : v) {
       if (e.status == "same") { ++same; continue; }
       if (shown++ >= top) continue;
-      out << fmt::format("  {:<8} {:<40} {:>9.1f} {:>9.1f} {:>11.3f} {:>11.3f} {:>+11.3f}\n", e.status,
-                         e.name.substr(0, 40), e.count_a, e.count_b, ms(e.median_a_ns), ms(e.median_b_ns),
-                         ms(e.total_b_ns - e.total_a_ns));
+      out << fmt::format("  {:<8} {:<40} {:>9} {:>9} {:>11.3f} {:>11.3f} {:>8} {:>+11.3f}\n", e.status,
+                         e.name.substr(0, 40), count_text(e.count_a), count_text(e.count_b), ms(e.median_a_ns),
+                         ms(e.median_b_ns), change_text(e.median_change), ms(e.total_b_ns - e.total_a_ns));
     }
     if (shown > top) out << fmt::format("  ... {} more changes (--top)\n", shown - top);
     out << fmt::format("  {} unchanged\n", same);

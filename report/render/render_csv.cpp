@@ -78,8 +78,8 @@ CsvTable sections(const ScoreReport& rep) {
              {}};
   for (const SectionSummary& s : rep.sections)
     t.rows.push_back({text(s.name), text(s.domain), text(s.parent), integer(s.ranks), num(ms(s.min_median_ns)),
-                      num(ms(s.median_median_ns)), num(ms(s.max_median_ns)), integer(s.worst_rank),
-                      num(s.worst_relative)});
+                      num(ms(s.median_median_ns)), num(ms(s.max_median_ns)),
+                      s.worst_rank >= 0 ? integer(s.worst_rank) : "", s.worst_rank >= 0 ? num(s.worst_relative) : ""});
   return t;
 }
 

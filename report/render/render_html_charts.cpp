@@ -54,14 +54,56 @@ Rgb mix(Rgb a, Rgb b, double t) { return {a.r + (b.r - a.r) * t, a.g + (b.g - a.
 
 }  // namespace
 
+// A diverging palette (ColorBrewer's RdYlBu, Brewer 2002) around the threshold: blue at 1 (as fast as
+// the fastest rank), light blue halfway down to the threshold, yellow at it, orange then dark red a
+// quarter below it. No grey anywhere on it: a cell without a score is white with a grey cross, so a
+// healthy score (0.9) never looks like no score.
 std::string score_colour(double score, double threshold) {
-  const Rgb good{198, 219, 239}, edge{253, 174, 97}, bad{165, 0, 38};
-  Rgb c = score >= threshold ? mix(edge, good, std::clamp((score - threshold) / std::max(1e-9, 1 - threshold), 0.0, 1.0))
-                             : mix(bad, edge, std::clamp((score - 0.5) / std::max(1e-9, threshold - 0.5), 0.0, 1.0));
+  const double t = std::clamp(threshold, 0.0, 1.0);
+  struct Stop {
+    double at;
+    Rgb c;
+  };
+  const Stop stops[] = {{t - 0.25, {165, 0, 38}}, {t - 0.125, {244, 109, 67}}, {t, {254, 224, 144}},
+                        {t + (1 - t) / 2, {171, 217, 233}}, {1, {69, 117, 180}}};
+  Rgb c = stops[0].c;
+  if (score >= 1) c = stops[4].c;
+  for (size_t i = 0; i + 1 < std::size(stops); ++i)
+    if (score >= stops[i].at && score < stops[i + 1].at)
+      c = mix(stops[i].c, stops[i + 1].c, (score - stops[i].at) / std::max(1e-9, stops[i + 1].at - stops[i].at));
   return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(c.r), static_cast<int>(c.g), static_cast<int>(c.b));
 }
 
 namespace {
+
+constexpr int kScaleWidth = 300, kScaleHeight = 46;
+
+// No score (a section the rank never ran, or too few samples): white with a grey cross.
+void no_score_cell(Svg& svg, double x, double y, double w, double h, const std::string& title) {
+  svg.rect(x, y, w, h, "#ffffff", title);
+  svg.line(x, y, x + w, y + h, "#9a9a9a", 0.8);
+  svg.line(x, y + h, x + w, y, "#9a9a9a", 0.8);
+}
+
+// The colour scale under the map: scores from a quarter below the threshold to 1, the threshold
+// marked, and the "no score" swatch.
+void colour_scale(Svg& svg, double x, double y, double threshold) {
+  const double lo = std::max(0.0, threshold - 0.25), steps = 60, step_w = kScaleWidth / steps;
+  for (int i = 0; i < steps; ++i) {
+    const double score = lo + (1 - lo) * (i + 0.5) / steps;
+    svg.rect(x + i * step_w, y, step_w + 0.5, 12, score_colour(score, threshold));
+  }
+  auto tick = [&](double score, const std::string& label) {
+    const double at = x + kScaleWidth * (score - lo) / std::max(1e-9, 1 - lo);
+    svg.line(at, y - 2, at, y + 15, "#333", 1);
+    svg.text(at, y + 27, label, "middle");
+  };
+  tick(lo, fmt::format("≤ {:.2f}", lo));
+  tick(threshold, fmt::format("{:.2f} threshold", threshold));
+  tick(1, "1.00");
+  no_score_cell(svg, x + kScaleWidth + 24, y, 14, 12, "no score");
+  svg.text(x + kScaleWidth + 44, y + 10, "no score");
+}
 
 // One score per (rank index, column); no value: no score.
 using ScoreOf = std::function<std::optional<double>(size_t rank_index, size_t column)>;
@@ -74,9 +116,10 @@ std::string heat_map(const Page& p, std::string_view id, const std::vector<std::
   const int label_w = 150, header_h = 130;
   const double cell_w = std::min(44.0, 560.0 / static_cast<double>(columns.size()));
   const double cell_h = std::clamp(520.0 / static_cast<double>(rows), 4.0, 22.0);
-  const int width = label_w + static_cast<int>(cell_w * static_cast<double>(columns.size())) + 20;
-  Svg svg(id, width, header_h + static_cast<int>(cell_h * static_cast<double>(rows)) + 4,
-          "rank by section score heat map");
+  const int width = std::max(label_w + static_cast<int>(cell_w * static_cast<double>(columns.size())) + 20,
+                             label_w + kScaleWidth + 140);
+  const double map_h = cell_h * static_cast<double>(rows);
+  Svg svg(id, width, header_h + static_cast<int>(map_h) + 4 + kScaleHeight, "rank by section score heat map");
   for (size_t c = 0; c < columns.size(); ++c)
     svg.text(label_w + cell_w * (static_cast<double>(c) + 0.6), header_h - 6, shorten(columns[c], 22), "start", {},
              -60);
@@ -106,10 +149,12 @@ std::string heat_map(const Page& p, std::string_view id, const std::vector<std::
               ? fmt::format("{} · {}: relative score {:.3f}", label, columns[c], *worst)
               : fmt::format("{} · {}: worst rank {} score {:.3f} ({} ranks scored)", label, columns[c], worst_rank,
                             *worst, scored);
-      svg.rect(label_w + cell_w * static_cast<double>(c), y, cell_w - 1, cell_h - (cell_h > 6 ? 1 : 0),
-               worst ? score_colour(*worst, threshold) : "#e4e4e4", title);
+      const double x = label_w + cell_w * static_cast<double>(c), w = cell_w - 1, h = cell_h - (cell_h > 6 ? 1 : 0);
+      if (worst) svg.rect(x, y, w, h, score_colour(*worst, threshold), title);
+      else no_score_cell(svg, x, y, w, h, title);
     }
   }
+  colour_scale(svg, label_w, header_h + map_h + 14, threshold);
   std::string out = svg.finish();
   if (bin > 1)
     out += note(fmt::format("{} ranks in {} rows of {} consecutive ranks; each cell shows the worst score of its row "
@@ -123,7 +168,8 @@ std::string heat_map_section(const Page& p) {
   std::string out =
       "<section id=\"heatmap\"><h2>Scores: rank × section</h2>"
       "<p>NVRx relative score of each rank in each NVTX section over the whole run (1: as fast as the fastest rank; "
-      "blue when fine, orange at the threshold, red below it; grey: no score).</p>";
+      "blue when fine, yellow at the threshold, orange to red below it; a white cell with a grey cross: no score, "
+      "the rank never ran the section or had fewer than 5 samples of it; the scale is under the map).</p>";
   const auto sections = worst_sections(p, p.options.heat_columns);
   if (sections.empty() || p.scores.ranks.empty()) return out + note("No NVTX section was scored.") + "</section>";
   std::vector<std::string> columns;

@@ -29,7 +29,8 @@ std::string distributions_section(const Page& p);
 std::string nccl_section(const Page& p);
 std::string hta_section(const Page& p);
 
-// Heat map colour of a score: light at 1, orange at the threshold, dark red at 0.5 and below.
+// Heat map colour of a score: a diverging palette, blue at 1, yellow at the threshold, dark red a
+// quarter below it and lower (no grey: "no score" is drawn apart).
 std::string score_colour(double score, double threshold);
 
 }  // namespace laggard::report::html

@@ -64,8 +64,8 @@ json render_json(const RunModel& model, const ScoreReport& rep) {
                          {{"min", ms(s.min_median_ns)},
                           {"median", ms(s.median_median_ns)},
                           {"max", ms(s.max_median_ns)}}},
-                        {"worst_rank", s.worst_rank},
-                        {"worst_relative_score", s.worst_relative}});
+                        {"worst_rank", s.worst_rank < 0 ? json(nullptr) : json(s.worst_rank)},
+                        {"worst_relative_score", s.worst_rank < 0 ? json(nullptr) : json(s.worst_relative)}});
   j["sections"] = std::move(sections);
 
   json windows = json::array();

@@ -145,9 +145,11 @@ void sections_text(const ScoreReport& rep, size_t top, std::ostream& out) {
   for (size_t i = 0; i < sections_shown; ++i) {
     const auto& [s, depth] = tree[i];
     std::string name = std::string(2 * depth, ' ') + s->name;
+    const std::string worst =
+        s->worst_rank < 0 ? fmt::format("- (< {} samples)", rep.options.min_samples)
+                          : fmt::format("{} ({})", s->worst_rank, score_text(s->worst_relative, rep.options.relative_threshold));
     out << fmt::format("  {:<32} {:>5}  {:>9.3f} {:>9.3f} {:>9.3f}  {:<18}\n", name, s->ranks,
-                       s->min_median_ns / 1e6, s->median_median_ns / 1e6, s->max_median_ns / 1e6,
-                       fmt::format("{} ({})", s->worst_rank, score_text(s->worst_relative, rep.options.relative_threshold)));
+                       s->min_median_ns / 1e6, s->median_median_ns / 1e6, s->max_median_ns / 1e6, worst);
   }
   out << more_line(tree.size(), sections_shown, "sections");
 }
@@ -180,8 +182,11 @@ void ranks_text(const ScoreReport& rep, size_t top, std::ostream& out) {
   out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", "RANK", "HOST", "SECTION", "REL", "IND");
   for (const RankScores* r : shown) {
     Weakest worst = weakest_section(*r);
-    if (!worst) {
-      out << fmt::format("  {:>5}  {:<16} {:<24}\n", r->rank, r->host, "(no data)");
+    if (!worst) {  // sections with fewer samples than a score needs are not "no data"
+      const bool some = std::any_of(r->sections.begin(), r->sections.end(), [](const auto& kv) { return kv.second.samples > 0; });
+      out << fmt::format("  {:>5}  {:<16} {}\n", r->rank, r->host,
+                         some ? fmt::format("(no section score: fewer than {} samples)", rep.options.min_samples)
+                              : std::string("(no data)"));
       continue;
     }
     out << fmt::format("  {:>5}  {:<16} {:<24} {:>5} {:>5}\n", r->rank, r->host, worst->first,

@@ -74,21 +74,28 @@ void newest_window(const WatchState& st, const WatchViewOptions& o, std::ostream
   if (rows.size() > o.rows) out << fmt::format("  ... and {} more ranks\n", rows.size() - o.rows);
 }
 
+// What a straggler's star stands for: "backward individual 0.62", "gpu all relative 0.70".
+std::string flagged_text(const Straggler& s) {
+  std::string what = s.scope == "section" ? s.section : s.section.empty() ? s.scope : s.scope + " " + s.section;
+  return fmt::format("{} {} {}", escape_text(what), s.metric, score_text(s.score, s.threshold));
+}
+
 void rank_table(const WatchState& st, const WatchViewOptions& o, std::ostream& out) {
-  out << "\nRanks (stragglers, then lowest relative score first):\n";
+  out << "\nRanks (stragglers *, then lowest relative score first; a star's score is at the end of its row):\n";
   std::vector<const WatchRank*> rows;
   for (const WatchRank& r : st.ranks) rows.push_back(&r);
   std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) {
     if (a->straggler != b->straggler) return a->straggler;
     return a->worst_relative.value_or(2) < b->worst_relative.value_or(2);
   });
-  out << fmt::format("  {:<5} {:<16} {:<20} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}\n", "rank", "host",
-                     "worst section", "relative", "indiv.", "gpu rel", "steps", "step ms", "last ms", "blame ms", "age s");
+  out << fmt::format("  {:<5} {:<16} {:<20} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}  {}\n", "rank", "host",
+                     "worst section", "relative", "indiv.", "gpu rel", "steps", "step ms", "last ms", "blame ms", "age s",
+                     "* straggler by");
   for (size_t i = 0; i < rows.size() && i < o.rows; ++i) {
     const WatchRank& r = *rows[i];
     const WatchSection* worst = r.sections.count(r.worst_section) ? &r.sections.at(r.worst_section) : nullptr;
     double age_s = r.data_end_ns ? std::max<double>(0, (o.now_ns - r.data_end_ns) / 1e9) : 0;
-    out << fmt::format("{} {:<5} {:<16} {:<20} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}\n",
+    std::string row = fmt::format("{} {:<5} {:<16} {:<20} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}  {}",
                        r.straggler ? "*" : " ", r.rank, escape_text(r.host),
                        escape_text(r.worst_section.empty() ? "-" : r.worst_section),
                        score_or_dash(r.worst_relative, st.relative_threshold),
@@ -96,7 +103,10 @@ void rank_table(const WatchState& st, const WatchViewOptions& o, std::ostream& o
                        score_or_dash(r.gpu.relative, st.relative_threshold), r.steps, ms_or_dash(r.step_median_ns),
                        ms_or_dash(r.step_last_ns),
                        r.nccl_data ? fmt::format("{:.2f}", r.nccl_blame_ns / 1e6) : std::string("-"),
-                       r.final ? std::string("done") : fmt::format("{:.1f}", age_s));
+                       r.final ? std::string("done") : fmt::format("{:.1f}", age_s),
+                       r.flagged_by ? flagged_text(*r.flagged_by) : std::string());
+    while (!row.empty() && row.back() == ' ') row.pop_back();
+    out << row << '\n';
   }
   if (rows.size() > o.rows) out << fmt::format("  ... and {} more ranks\n", rows.size() - o.rows);
 }

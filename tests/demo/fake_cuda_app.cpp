@@ -4,9 +4,9 @@
 // kernels inside NVTX sections and prints what it launched.
 //
 //   laggard-fake-cuda-app --cuda PATH [--steps N] [--step-ms MS] [--kernels K] [--outside M]
-//                         [--slow-rank R --slow-factor F] [--wait-ms W] [--no-nvtx] [--no-init]
+//                         [--slow-rank R --slow-factor F] [--no-nvtx] [--no-init]
 //                         [--nvtx-first] [--autograd-thread] [--late-library PATH]
-//                         [--fork-thread N] [--stall-ms MS]
+//                         [--fork-thread N] [--stall-ms MS] [--wait-attached S]
 //                         [--profiler-steps A:B | --profiler-schedule W:U:A:R] [--profiler eager|lazy]
 //                         [--profiler-cpu-only] [--profiler-teardown] [--profiler-buffer-kb KB]
 //                         [--profiler-max-kb KB] [--run-at S:COMMAND]...
@@ -28,6 +28,8 @@
 //   --profiler-buffer-kb / --profiler-max-kb  its buffer size (default 64) and limit (default 131072)
 // Prints "profiler records=N kernels=K unknown_buffers=U cpu_only=C cycles=Y" at the end.
 // --run-at S:COMMAND runs COMMAND (sh -c) before step S and waits for it (e.g. `laggard ctl DIR pause`).
+// --wait-attached S: after cuInit, wait (at most S seconds) until a CUPTI client has switched kernel
+// records on, so a test of a late attach waits for the attach, not for a guessed time.
 // --late-library PATH dlopens PATH halfway through the steps (a second libcupti appearing late).
 // --fork-thread N: a second thread forks N times while the steps run, as a DataLoader starting
 // workers does; each child marks one NVTX range (no CUDA: a forked child may not use it) and
@@ -172,7 +174,7 @@ std::pair<int, int> fork_children(int n) {
 int main(int argc, char** argv) {
   std::string cuda;
   int steps = 6, kernels = 4, outside = 1, slow_rank = -1;
-  double step_ms = 30, slow_factor = 1, wait_ms = 0;
+  double step_ms = 30, slow_factor = 1, wait_attached_s = 0;
   bool nvtx = true, init = true, nvtx_first = false, autograd_thread = false;
   Profiler profiler;
   bool want_profiler = false;
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
     else if (a == "--outside") outside = std::atoi(next());
     else if (a == "--slow-rank") slow_rank = std::atoi(next());
     else if (a == "--slow-factor") slow_factor = std::atof(next());
-    else if (a == "--wait-ms") wait_ms = std::atof(next());
+    else if (a == "--wait-attached") wait_attached_s = std::atof(next());
     else if (a == "--no-nvtx") nvtx = false;
     else if (a == "--no-init") init = false;
     else if (a == "--nvtx-first") nvtx_first = true;
@@ -241,7 +243,13 @@ int main(int argc, char** argv) {
   }
   if (init) cu_init(0);
   if (want_profiler) profiler.kineto = std::make_unique<laggard::fake::FakeKineto>(cupti_by_symbol(), kopt);
-  if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
+  if (wait_attached_s > 0) {
+    auto enabled = reinterpret_cast<int (*)()>(dlsym(h, "fake_cuda_kernel_records_enabled"));
+    if (!enabled) usage("not the fake libcuda");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_attached_s);
+    while (!enabled() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 
   const char* rank_env = std::getenv("RANK");
   int rank = rank_env ? std::atoi(rank_env) : 0;

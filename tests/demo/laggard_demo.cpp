@@ -6,6 +6,7 @@
 //                [--slow-factor F] [--slow-steps A:B] [--slow SECTION:FACTOR[:A:B]]...
 //                [--jitter J] [--crash-rank R --crash-step S] [--fork-child] [--handle-sigterm]
 //                [--stall MS[:A:B]]
+//                [--until-file PATH] [--help]
 //
 // --slow (repeatable) slows one more section of --slow-rank by FACTOR, in steps [A, B) when given,
 // so one rank can be slow in several sections at once.
@@ -15,6 +16,9 @@
 //
 // --fork-child forks a child after the first step that uses NVTX and exits (as data-loader
 // workers do); --handle-sigterm installs the app's own SIGTERM handler, which ends the loop.
+//
+// --until-file PATH keeps stepping after --steps until PATH exists (checked once a step; at most
+// 100,000 steps), so a test can end the run when what it waits for has happened, whatever the load.
 //
 // "Work" is sleeping, so timings stay stable on a loaded 2-core CI machine.
 #include <nvtx3/nvToolsExt.h>
@@ -57,13 +61,33 @@ struct Options {
   Slowdown stall{"", 0};  // --stall: factor holds the milliseconds
   bool fork_child = false;
   bool handle_sigterm = false;
+  std::string until_file;
 };
 
 volatile sig_atomic_t g_sigterm = 0;
 void on_sigterm(int) { g_sigterm = 1; }
 
+constexpr const char* kUsage =
+    "Usage: laggard-demo [OPTIONS]\n"
+    "A CPU-only stand-in for a training loop with NVTX sections (step > data_load, forward > attention, mlp,\n"
+    "backward, demo:optimizer); run it under `laggard run`. Work is sleeping.\n"
+    "  --steps N                 steps to run (default 40)\n"
+    "  --step-ms MS              milliseconds per step (default 25)\n"
+    "  --slow-rank R             the rank to slow down\n"
+    "  --slow-section NAME       its section to slow (a parent slows everything inside it; default: all)\n"
+    "  --slow-factor F           by this factor (default 1.5)\n"
+    "  --slow-steps A:B          only in steps [A, B)\n"
+    "  --slow SECTION:F[:A:B]    one more slowdown of the slow rank (repeatable)\n"
+    "  --jitter J                random +-J of every piece of work (default 0.02)\n"
+    "  --crash-rank R --crash-step S   rank R kills itself (SIGKILL) at step S\n"
+    "  --fork-child              fork a child that uses NVTX after the first step\n"
+    "  --handle-sigterm          install the app's own SIGTERM handler, which ends the loop\n"
+    "  --until-file PATH         after --steps, keep stepping until PATH exists\n"
+    "  -h, --help                this text\n"
+    "Example: laggard run --nproc 4 --report -- laggard-demo --slow-rank 2 --slow-section backward\n";
+
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "laggard-demo: %s\n", msg);
+  std::fprintf(stderr, "laggard-demo: %s\n(laggard-demo --help lists the options)\n", msg);
   std::exit(2);
 }
 
@@ -99,7 +123,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--jitter") o.jitter = std::atof(next());
     else if (a == "--fork-child") o.fork_child = true;
     else if (a == "--handle-sigterm") o.handle_sigterm = true;
-    else usage(("unknown option " + a).c_str());
+    else if (a == "--until-file") o.until_file = next();
+    else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else usage(("unknown option " + a).c_str());
   }
   if (o.steps <= 0 || o.step_ms <= 0 || o.slow_factor <= 0) usage("steps, step-ms and slow-factor must be > 0");
   if (o.slow.empty() || !o.slow_section.empty())
@@ -235,7 +263,13 @@ int main(int argc, char** argv) {
 
   Worker w(o, rank);
   Loader loader(w);
-  for (int step = 0; step < o.steps; ++step) {
+  // --until-file: past --steps, one more step while the file is absent (at most 100,000 in all).
+  auto more_steps = [&](int step) {
+    if (step < o.steps) return true;
+    return !o.until_file.empty() && step < 100'000 && access(o.until_file.c_str(), F_OK) != 0;
+  };
+  int step = 0;
+  for (; more_steps(step); ++step) {
     if (rank == o.crash_rank && step == o.crash_step) raise(SIGKILL);
     if (g_sigterm) {
       std::printf("laggard-demo rank %d: stopped by SIGTERM at step %d\n", rank, step);
@@ -279,6 +313,6 @@ int main(int argc, char** argv) {
     nvtxDomainRangePop(domain);
     nvtxRangePop();  // step
   }
-  std::printf("laggard-demo rank %d: %d steps done\n", rank, o.steps);
+  std::printf("laggard-demo rank %d: %d steps done\n", rank, step);
   return 0;
 }

@@ -239,4 +239,9 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult r, const char** s) {
   return CUPTI_SUCCESS;
 }
 
+// ---- test hook: whether a CUPTI client has switched kernel records on (laggard attached) ----
+__attribute__((visibility("default"))) int fake_cuda_kernel_records_enabled() {
+  return core().kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? 1 : 0;
+}
+
 }  // extern "C"

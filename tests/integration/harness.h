@@ -4,9 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -64,25 +71,102 @@ inline nlohmann::json rank_file_json(const std::filesystem::path& file) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
+// Polls `ok` every 100 ms until it holds or timeout_s passes; a test waits for a condition (a file,
+// a window, a scrape), never for time. The timeout only ends a test that will not pass.
+inline bool wait_until(const std::function<bool()>& ok, double timeout_s = 120) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return ok();
+}
+
+// Whether the machine kept runnable tasks waiting for a CPU while something ran: CPU pressure grew
+// by more than a tenth of its wall time (the load average lags by a minute), or, without PSI, the
+// load average exceeds the cores. Sleeping processes on such a machine wake late for several steps
+// at a time: true delays of ranks nothing was injected into, which the report rightly flags.
+class ContentionMeter {
+ public:
+  ContentionMeter() : pressure_(cpu_pressure_us()), t0_(std::chrono::steady_clock::now()) {}
+  bool contended() const {
+    const long long pressure = cpu_pressure_us();
+    const auto wall_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0_).count();
+    if (pressure_ >= 0 && pressure >= 0) return pressure - pressure_ > wall_us / 10;
+    double load = 0;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+      std::fclose(f);
+    }
+    return load > double(std::thread::hardware_concurrency());
+  }
+
+ private:
+  long long pressure_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// A started process that is killed when the test leaves early (a failed ASSERT), never left behind.
+struct Child {
+  Running run;
+  bool reaped = false;
+  explicit Child(Running r) : run(std::move(r)) {}
+  Child(const Child&) = delete;
+  ~Child() {
+    if (reaped) return;
+    kill(run.pid, SIGKILL);
+    wait_process(run, 30);
+  }
+  ProcessResult wait(double timeout_s = 120) {
+    reaped = true;
+    return wait_process(run, timeout_s);
+  }
+  ProcessResult stop(int sig = SIGINT) {
+    kill(run.pid, sig);
+    return wait(30);
+  }
+};
+
+// A scratch directory per test, inside the build tree (build/test-scratch/Suite.Test-XXXXXX), never
+// in /tmp: a passing test removes it; a failing one keeps it for inspection, as does a test killed
+// by ctest's timeout, and the next run of that test removes what an earlier one kept.
 class Scratch : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/laggard-it-XXXXXX";
-    dir = mkdtemp(tmpl);
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(t->test_suite_name()) + "." + t->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterized: "Formats/Suite.Test/json"
+    const std::filesystem::path root = kBin + "/test-scratch";
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    for (auto it = std::filesystem::directory_iterator(root, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec))
+      if (it->path().filename().string().rfind(name + "-", 0) == 0) std::filesystem::remove_all(it->path(), ec);
+    std::string tmpl = (root / (name + "-XXXXXX")).string();
+    if (!mkdtemp(tmpl.data())) FAIL() << "cannot create a scratch directory under " << root;
+    dir = tmpl;
   }
   void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir);
+    std::error_code ec;
+    if (dir.empty()) return;
+    if (!HasFailure()) std::filesystem::remove_all(dir, ec);
     else std::cerr << "kept " << dir << " for inspection\n";
   }
   std::string out() const { return dir + "/out"; }
 
-  // laggard run --nproc N --flush-s F --out OUT -- laggard-demo ARGS
+  // laggard run --nproc N --flush-s F --out OUT -- laggard-demo ARGS; last_run_contended says
+  // whether the machine kept runnable tasks waiting for a CPU meanwhile (ContentionMeter).
   ProcessResult run_demo(int nproc, const std::vector<std::string>& demo_args, double flush_s = 0.2) {
     std::vector<std::string> argv = {kLaggard, "run", "--nproc", std::to_string(nproc), "--flush-s",
                                      std::to_string(flush_s), "--out", out(), "--", kDemo};
     argv.insert(argv.end(), demo_args.begin(), demo_args.end());
-    return run_process(argv, clean_env());
+    ContentionMeter meter;
+    ProcessResult r = run_process(argv, clean_env());
+    last_run_contended = meter.contended();
+    return r;
   }
+  bool last_run_contended = false;
 
   nlohmann::json report(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {kLaggard, "report", out(), "--format", "json"};

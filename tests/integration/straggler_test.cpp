@@ -8,10 +8,17 @@ namespace straggler_test {
 
 using EndToEnd = Scratch;
 
-std::set<int> straggler_ranks(const nlohmann::json& rep) {
-  std::set<int> ranks;
-  for (const auto& s : rep["stragglers"]) ranks.insert(s["rank"].get<int>());
-  return ranks;
+// The stragglers of ranks other than `injected` that a test cannot excuse. On a machine that kept the demo waiting for a CPU
+// (last_run_contended) a sleeping rank wakes late for several steps at a time, and its own history
+// rightly flags that (seen at load 10 on 2 cores: ranks 0 and 3 beside the injected one, in about
+// half the runs); only such individual (transient) findings are excused there, never a whole-run
+// relative one. On a quiet machine nothing but the injected rank may be flagged.
+std::vector<nlohmann::json> unexpected_stragglers(const nlohmann::json& rep, const std::set<int>& injected,
+                                                  bool contended) {
+  std::vector<nlohmann::json> out;
+  for (const auto& s : rep["stragglers"])
+    if (!injected.count(s["rank"].get<int>()) && !(contended && s["metric"] == "individual")) out.push_back(s);
+  return out;
 }
 
 bool has_straggler(const nlohmann::json& rep, int rank, const std::string& section, const std::string& metric) {
@@ -29,7 +36,7 @@ TEST_F(EndToEnd, SlowRankAndSectionAreReported) {
   EXPECT_EQ(rep["world_size"], 4);
   ASSERT_EQ(rep["ranks"].size(), 4u);
   EXPECT_TRUE(has_straggler(rep, 2, "backward", "relative")) << rep["stragglers"].dump();
-  EXPECT_EQ(straggler_ranks(rep), std::set<int>{2}) << rep["stragglers"].dump();
+  EXPECT_TRUE(unexpected_stragglers(rep, {2}, last_run_contended).empty()) << rep["stragglers"].dump();
   const auto& bwd = rep["ranks"][2]["sections"]["backward"];
   EXPECT_LT(bwd["relative_score"].get<double>(), 0.6);
   EXPECT_GT(rep["ranks"][0]["sections"]["backward"]["relative_score"].get<double>(), 0.9);
@@ -40,7 +47,7 @@ TEST_F(EndToEnd, HealthyRunHasNoStragglersAndEverySection) {
   ProcessResult run = run_demo(4, {"--steps", "40"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json rep = report();
-  EXPECT_TRUE(rep["stragglers"].empty()) << rep["stragglers"].dump();
+  EXPECT_TRUE(unexpected_stragglers(rep, {}, last_run_contended).empty()) << rep["stragglers"].dump();
   EXPECT_TRUE(rep["problems"].empty()) << rep["problems"].dump();
   ASSERT_EQ(rep["ranks"].size(), 4u);
   for (const auto& r : rep["ranks"]) {
@@ -67,7 +74,7 @@ TEST_F(EndToEnd, TransientSlowdownIsAnIndividualStraggler) {
   nlohmann::json rep = report();
   EXPECT_TRUE(has_straggler(rep, 1, "backward", "individual")) << rep["stragglers"].dump();
   EXPECT_FALSE(has_straggler(rep, 1, "backward", "relative")) << rep["stragglers"].dump();
-  EXPECT_EQ(straggler_ranks(rep), std::set<int>{1}) << rep["stragglers"].dump();
+  EXPECT_TRUE(unexpected_stragglers(rep, {1}, last_run_contended).empty()) << rep["stragglers"].dump();
 }
 
 TEST_F(EndToEnd, KilledRankKeepsItsFlushedDataAndIsListed) {
@@ -129,7 +136,15 @@ TEST_F(EndToEnd, ReportCutsAndDiffOfTwoRuns) {
   EXPECT_EQ(all["steps"]["count"], 12);
   nlohmann::json cut = report({"--ranks", "2-3"});
   EXPECT_EQ(cut["ranks"].size(), 2u);
-  EXPECT_TRUE(cut["stragglers"].empty()) << cut["stragglers"].dump();
+  // 12 steps of 2 ranks: on a contended machine a true delay of rank 2 or 3 in most steps can move a
+  // short section's whole-run median too (seen once in 40 runs at load 9), so there only rank 1's
+  // problem must be gone; on a quiet machine every straggler.
+  for (const auto& s : cut["stragglers"]) {
+    EXPECT_NE(s["rank"], 1) << cut["stragglers"].dump();
+  }
+  if (!last_run_contended) {
+    EXPECT_TRUE(cut["stragglers"].empty()) << cut["stragglers"].dump();
+  }
   nlohmann::json steps = report({"--steps", "3:5"});
   EXPECT_EQ(steps["steps"]["count"], 3);
   ProcessResult bad = run_process({kLaggard, "report", out(), "--ranks", "x"}, clean_env());

@@ -154,7 +154,14 @@ TEST_F(VerdictEndToEnd, ThreeSectionsOfOneRank) {
   for (const auto& x : f)
     if (x["rank"] == 3 && (x["first_step"].is_null() || overloaded()))
       sections.insert(x["section"].get<std::string>());
-  EXPECT_EQ(sections, (std::set<std::string>{"backward", "data_load", "demo:optimizer"})) << f.dump(1);
+  const std::set<std::string> injected_sections{"backward", "data_load", "demo:optimizer"};
+  if (overloaded()) {
+    // A busy machine adds true transient delays on any rank and section (the OS descheduled the
+    // process: seen, a 'forward' transient of rank 3 at load 22); the three injected ones must be there.
+    for (const std::string& s : injected_sections) EXPECT_TRUE(sections.count(s)) << s << "\n" << f.dump(1);
+  } else {
+    EXPECT_EQ(sections, injected_sections) << f.dump(1);
+  }
   if (!overloaded()) {
     size_t others = 0;
     for (const auto& x : f) {

@@ -24,16 +24,6 @@ namespace laggard::test {
 namespace watch_test {
 
 using Watch = Scratch;
-using namespace std::chrono_literals;
-
-bool wait_until(const std::function<bool()>& ok, double timeout_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return ok();
-}
 
 // GET http://127.0.0.1:port/target; the body, or "" when the answer is not 200.
 std::string http_get(int port, const std::string& target) {
@@ -104,30 +94,9 @@ int served_port(const Running& watch) {
     std::string err = read_file(watch.err_path);
     if (std::regex_search(err, m, std::regex(R"(serving http://127\.0\.0\.1:(\d+)/metrics)"))) port = std::stoi(m[1]);
     return port != 0;
-  }, 20);
+  });
   return port;
 }
-
-// A started process that is killed when the test leaves early (a failed ASSERT), never left behind.
-struct Child {
-  Running run;
-  bool reaped = false;
-  explicit Child(Running r) : run(std::move(r)) {}
-  Child(const Child&) = delete;
-  ~Child() {
-    if (reaped) return;
-    kill(run.pid, SIGKILL);
-    wait_process(run, 30);
-  }
-  ProcessResult wait(double timeout_s = 120) {
-    reaped = true;
-    return wait_process(run, timeout_s);
-  }
-  ProcessResult stop(int sig = SIGINT) {
-    kill(run.pid, sig);
-    return wait(30);
-  }
-};
 
 TEST_F(Watch, ViewPicksUpNewWindowsOfALiveRun) {
   // The watch starts before the job has written anything: it waits, then follows the windows.
@@ -136,7 +105,8 @@ TEST_F(Watch, ViewPicksUpNewWindowsOfALiveRun) {
                            "--steps", "100"}, clean_env()));
   ProcessResult ran = job.wait();
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  std::this_thread::sleep_for(1s);  // one more refresh sees the finished ranks
+  // A later refresh sees the finished ranks.
+  EXPECT_TRUE(wait_until([&] { return read_file(watch.run.out_path).find("ranks 2/2 (2 finished)") != std::string::npos; }));
   ProcessResult watched = watch.stop();
   EXPECT_EQ(watched.exit_code, 0) << watched.err;
   EXPECT_EQ(watched.term_signal, 0);
@@ -186,7 +156,7 @@ TEST_F(Watch, CtrlCRestoresTheTerminal) {
     }
     return true;
   };
-  ASSERT_TRUE(wait_until([&] { read_some(100); return screen.find("waiting for rank files") != std::string::npos; }, 20))
+  ASSERT_TRUE(wait_until([&] { read_some(100); return screen.find("waiting for rank files") != std::string::npos; }))
       << screen;
   EXPECT_NE(screen.find("\x1b[?1049h"), std::string::npos) << "alternate screen on a terminal";
   kill(pid, SIGINT);
@@ -237,7 +207,7 @@ TEST_F(Watch, PrometheusScrapesTheStragglerFromALiveRun) {
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
 
   // Once Prometheus has scraped the finished run, its scores are the report's.
-  ASSERT_TRUE(wait_until([&] { return query(api_port, "laggard_rank_final == 1").size() == 4; }, 60))
+  ASSERT_TRUE(wait_until([&] { return query(api_port, "laggard_rank_final == 1").size() == 4; }))
       << "Prometheus never saw 4 finished ranks\n" << read_file(prom.run.err_path);
   std::map<int, double> backward =
       query(api_port, "laggard_section_relative_score{section=\"backward\",job=\"laggard\"}");
@@ -250,8 +220,16 @@ TEST_F(Watch, PrometheusScrapesTheStragglerFromALiveRun) {
   std::map<int, double> own = query(api_port, "laggard_section_relative_score{rank=\"2\",section=\"backward\"}");
   ASSERT_EQ(own.size(), 1u);
   EXPECT_DOUBLE_EQ(own[2], backward[2]);
+  // The straggler flags are the report's: rank 2 always; on a busy machine another rank's short
+  // section may fall below a threshold too (its sleeps woke late), and then both say so.
+  nlohmann::json rep = report();
+  std::map<int, double> flagged_by_report{{0, 0}, {1, 0}, {2, 0}, {3, 0}};
+  for (const auto& s : rep["stragglers"]) flagged_by_report[s["rank"].get<int>()] = 1;
   std::map<int, double> flag = query(api_port, "laggard_straggler");
-  EXPECT_EQ(flag, (std::map<int, double>{{0, 0}, {1, 0}, {2, 1}, {3, 0}}));
+  EXPECT_EQ(flag, flagged_by_report) << rep["stragglers"].dump();
+  EXPECT_EQ(flag[2], 1);
+  for (const auto& r : rep["ranks"])
+    EXPECT_NEAR(backward[r["rank"].get<int>()], r["sections"]["backward"]["relative_score"].get<double>(), 1e-9);
   std::map<int, double> median = query(api_port, "laggard_section_median_seconds{section=\"backward\"}");
   ASSERT_EQ(median.size(), 4u);
   for (const auto& [rank, s] : median) {
@@ -293,7 +271,7 @@ std::string scrape_finished(const std::string& out_dir) {
   wait_until([&] {
     text = port ? http_get(port, "/metrics") : "";
     return text.find("laggard_ranks 0\n") == std::string::npos && !text.empty();
-  }, 20);
+  });
   EXPECT_EQ(watch.stop(SIGTERM).exit_code, 0);
   return text;
 }
@@ -313,8 +291,16 @@ TEST_F(Watch, ServesNcclBlameOfTheLateRank) {
     EXPECT_GT(sample(text, "laggard_nccl_wait_seconds", r), 0.1) << r;
     EXPECT_EQ(sample(text, "laggard_nccl_last_arrivals", r), 0) << r;
   }
-  EXPECT_EQ(sample(text, "laggard_nccl_last_arrivals", 2), 60);
-  EXPECT_EQ(sample(text, "laggard_nccl_collectives", 2), 60);
+  // Rank 2 arrived last in every matched collective. All 60 are matched on an idle machine; on a
+  // busy one the fake's proxy thread may report one op so much sooner than its neighbours that the
+  // report sets it aside as "after_callback" (problem nccl_gpu_time_suspect): the served counts are
+  // the report's either way.
+  nlohmann::json rep = report();
+  const double matched = rep["comm"]["collectives"].get<double>();
+  EXPECT_EQ(matched + rep["comm"]["incomplete"].get<double>(), 60) << rep["comm"].dump();
+  EXPECT_GE(matched, 55);
+  EXPECT_EQ(sample(text, "laggard_nccl_collectives", 2), matched);
+  EXPECT_EQ(sample(text, "laggard_nccl_last_arrivals", 2), matched);
   EXPECT_EQ(sample(text, "laggard_straggler", 2), 1);
 }
 

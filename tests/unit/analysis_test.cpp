@@ -2,6 +2,8 @@
 // must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "analyses.h"
 #include "breakdown.h"
 #include "comm_analysis.h"
@@ -354,6 +356,92 @@ TEST(Diff, AddedRemovedChanged) {
   EXPECT_EQ(d.kernels.front().name, "gemm_bwd_a");  // the biggest change of total time first
   nlohmann::json j = render_diff_json(d);
   EXPECT_EQ(j["kernels"].size(), d.kernels.size());
+  // An added or removed kernel has no change of its median: null in JSON, "-" in the text.
+  for (const DiffEntry& e : d.kernels)
+    if (e.status == "added" || e.status == "removed") {
+      EXPECT_FALSE(e.median_change) << e.name;
+    }
+  for (const auto& k : j["kernels"])
+    if (k["status"] == "added" || k["status"] == "removed") {
+      EXPECT_TRUE(k["median_change"].is_null()) << k.dump();
+    }
+  std::ostringstream text;
+  render_diff_text(d, 20, text);
+  for (const std::string name : {"embedding_fwd", "new_kernel"}) {
+    const std::string& t = text.str();
+    const size_t at = t.find(name);
+    ASSERT_NE(at, std::string::npos) << t;
+    const std::string line = t.substr(at, t.find('\n', at) - at);
+    EXPECT_NE(line.find(" - "), std::string::npos) << line;
+    EXPECT_EQ(line.find('%'), std::string::npos) << line;
+  }
+}
+
+// Issue 30: an imported trace has no host name; a finding then names "rank 3 (GPU 3)", never
+// "rank 3 (host ):".
+TEST(Verdict, ARankWithoutAHostNameIsNamedWithoutAnEmptyHost) {
+  Spec spec;
+  spec.faults.push_back({Fault::Kind::slow_gpu, 3, 1.6, 0, "backward"});
+  RunModel m = synth::make_run(spec);
+  for (RankData& r : m.ranks) r.host.clear();
+  ScoreReport sc = compute_scores(m, {});
+  Analyses a = run_analyses(m, sc, {});
+  ASSERT_FALSE(a.verdict.findings.empty());
+  for (const Finding& f : a.verdict.findings) {
+    EXPECT_EQ(f.summary.find("(host "), std::string::npos) << f.summary;
+    EXPECT_EQ(f.summary.find("host ,"), std::string::npos) << f.summary;
+  }
+  EXPECT_EQ(a.verdict.findings[0].summary.rfind("rank 3 ", 0), 0u) << a.verdict.findings[0].summary;
+}
+
+// Issue 30: A is the base (100 -> 136 is 36 %, "changed" at a 30 % threshold; it read as 26 %
+// against the larger value), and whole counts print as integers.
+TEST(Diff, ChangeIsMeasuredAgainstAAndCountsAreWhole) {
+  Spec base;
+  RunModel a = synth::make_run(base);
+  Spec longer = base;
+  for (auto& k : longer.kernels)
+    if (k.name == "gemm_bwd_a") k.dur_ns = k.dur_ns * 136 / 100;
+  RunModel b = synth::make_run(longer);
+  RunDiff d = diff_runs(a, b, 0.3);
+  const DiffEntry* e = nullptr;
+  for (const DiffEntry& k : d.kernels)
+    if (k.name == "gemm_bwd_a") e = &k;
+  ASSERT_NE(e, nullptr);
+  EXPECT_NEAR(e->median_b_ns / e->median_a_ns, 1.36, 0.03);
+  ASSERT_TRUE(e->median_change);
+  EXPECT_NEAR(*e->median_change, 0.36, 0.03);  // against A; was 0.26 against the larger value
+  EXPECT_EQ(e->status, "changed");  // was: "same"
+  nlohmann::json j = render_diff_json(d);
+  for (const auto& k : j["kernels"]) {
+    EXPECT_TRUE(k["count_a"].is_number_integer()) << k.dump();
+    if (k["name"] == "gemm_bwd_a") {
+      EXPECT_NEAR(k["median_change"].get<double>(), 0.36, 0.03);
+    }
+  }
+  std::ostringstream text;
+  render_diff_text(d, 20, text);
+  EXPECT_EQ(text.str().find(".0 "), std::string::npos) << text.str();  // was: "24.0      24.0"
+  EXPECT_NE(text.str().find("+36 %"), std::string::npos) << text.str();
+}
+
+// Issue 30: the same program on a busier machine (every piece of work 8 % longer, well inside the
+// spread of its occurrences) is not "changed"; a real change beside it still is.
+TEST(Diff, TheSameRunOnABusierMachineIsNotAChange) {
+  Spec quiet;
+  quiet.gpu = false;
+  quiet.jitter = 0.3;
+  quiet.kernels = {{"load", "data_load", 2'000'000}, {"fwd", "forward", 5'000'000}, {"bwd", "backward", 9'000'000}};
+  Spec busy = quiet;
+  busy.seed = 7;
+  for (auto& k : busy.kernels) k.dur_ns = k.dur_ns * 108 / 100;
+  busy.kernels[2].dur_ns = 9'000'000 * 2;  // backward twice as long: a change
+  RunDiff d = diff_runs(synth::make_run(quiet), synth::make_run(busy));  // threshold 0.05
+  std::map<std::string, std::string> status;
+  for (const DiffEntry& e : d.sections) status[e.name] = e.status;
+  EXPECT_EQ(status["data_load"], "same");  // was: "changed" (8 % > 5 %)
+  EXPECT_EQ(status["forward"], "same");
+  EXPECT_EQ(status["backward"], "changed");
 }
 
 TEST(Render, AnalysesJsonHasVerdictAndCuts) {

@@ -179,7 +179,7 @@ TEST(GpuScores, RanksWithoutGpuDataHaveNoScoreAndDoNotBlockOthers) {
   EXPECT_FALSE(s.gpu.ranks[2].score.relative.has_value());
 }
 
-// NVRx parity, deliberate difference (README "Differences from NVRx"): NVRx divides the reference
+// NVRx parity, deliberate difference (docs/report.md "Differences from NVRx"): NVRx divides the reference
 // median by the rank's median; a kernel whose median is 0 ns (below the timer's resolution) would
 // divide by zero there. laggard scores that kernel 1.0 (it cannot be slower than the reference).
 // rank 1: A med 0 (total 0), B med 100 vs 50 (total 1000) -> (1 * 0 + 0.5 * 1000) / 1000 = 0.5.

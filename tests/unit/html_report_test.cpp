@@ -10,6 +10,7 @@
 #include "health_analysis.h"
 #include "hostile_run.h"
 #include "render_html.h"
+#include "render_html_parts.h"
 #include "report_command.h"
 
 namespace laggard::report {
@@ -139,6 +140,48 @@ TEST(HtmlReport, VerdictComesFirstAndEveryPartIsThere) {
     else EXPECT_GT(score, 0.95);
   }
   EXPECT_EQ(cells, 8u);
+}
+
+// Issue 30: the heat map's palette diverges around the threshold (blue when fine, red below), so a
+// healthy 0.93 is blue, never the grey the caption gave "no score"; a cell without a score is white
+// with a grey cross, and the scale is drawn under the map.
+TEST(HtmlReport, HeatMapPaletteTellsHealthyFromNoScoreAndDrawsItsScale) {
+  struct Rgb {
+    int r, g, b;
+  };
+  auto rgb = [](const std::string& hex) {
+    return Rgb{std::stoi(hex.substr(1, 2), nullptr, 16), std::stoi(hex.substr(3, 2), nullptr, 16),
+               std::stoi(hex.substr(5, 2), nullptr, 16)};
+  };
+  for (double healthy : {0.9, 0.93, 0.97, 1.0}) {
+    Rgb c = rgb(html::score_colour(healthy, 0.75));
+    EXPECT_GT(c.b - c.r, 60) << healthy << ": blue, not a grey (was #d5cec7 at 0.93)";
+  }
+  for (double slow : {0.5, 0.6, 0.7}) {
+    Rgb c = rgb(html::score_colour(slow, 0.75));
+    EXPECT_GT(c.r - c.b, 60) << slow;
+  }
+  Rgb at = rgb(html::score_colour(0.75, 0.75));
+  EXPECT_GT(at.r, 200);  // yellow at the threshold
+  EXPECT_GT(at.g, 200);
+
+  synth::Spec spec;
+  spec.gpu = false;
+  spec.ranks = 4;
+  RunModel m = synth::make_run(spec);
+  for (CaptureWindow& w : m.ranks[1].windows)  // rank 1 never ran "optimizer": no score there
+    std::erase_if(w.sections, [](const SectionWindow& s) { return s.name == "optimizer"; });
+  Rendered r = render_via_cli(m, "palette");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string& h = r.html;
+  size_t map = h.find("id=\"heatmap-chart\""), end = h.find("</svg>", map);
+  ASSERT_NE(map, std::string::npos);
+  const std::string map_svg = h.substr(map, end - map);
+  EXPECT_NE(map_svg.find("optimizer: no score</title>"), std::string::npos);
+  EXPECT_NE(map_svg.find("fill=\"#ffffff\"><title>rank 1"), std::string::npos) << "a white cell for rank 1";
+  EXPECT_EQ(map_svg.find("#e4e4e4"), std::string::npos) << "the old grey";
+  EXPECT_NE(map_svg.find("0.75 threshold"), std::string::npos) << "the colour scale";
+  EXPECT_NE(map_svg.find(">no score</text>"), std::string::npos) << "the scale's no-score swatch";
 }
 
 TEST(HtmlReport, UnwritableFileIsAnError) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "render.h"
 #include "scores.h"
@@ -187,6 +188,35 @@ TEST(Scores, TooFewSamplesGiveNoScoreAndNoStraggler) {
       EXPECT_FALSE(r.sections.at("s").individual.has_value());
     }
   EXPECT_EQ(compute_scores(m, nvrx()).stragglers.size(), 1u);  // NVRx: rank 0 "100x slower than its best"
+}
+
+// Issue 30: a rank with data but fewer samples than a score needs is neither "(no data)" in the
+// rank table nor the worst rank of the Sections table (which ranked it worst from those samples).
+TEST(Scores, TooFewSamplesAreSaidAndRankNobodyWorst) {
+  RunModel m;
+  m.ranks = {rank_with(0, "s", {{100, 100, 100, 100, 100, 100}}), rank_with(1, "s", {{110, 110, 110, 110, 110, 110}}),
+             rank_with(2, "s", {{900, 900, 900}})};
+  ScoreReport rep = compute_scores(m, {});  // default: kMinScoreSamples (5)
+  ASSERT_EQ(rep.sections.size(), 1u);
+  EXPECT_EQ(rep.sections[0].worst_rank, 1);  // was: 2, from its 3 samples
+  EXPECT_EQ(rep.sections[0].ranks, 3);       // its median still counts among the medians
+  std::ostringstream text;
+  render_text(m, rep, text);
+  EXPECT_NE(text.str().find("(no section score: fewer than 5 samples)"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("(no data)"), std::string::npos) << text.str();
+
+  m.ranks.pop_back();
+  m.ranks[1] = rank_with(1, "s", {{110, 110}});
+  ScoreReport few = compute_scores(m, {});  // rank 1 too few; rank 0 the only one scored
+  EXPECT_EQ(few.sections[0].worst_rank, 0);
+  m.ranks[0] = rank_with(0, "s", {{100, 100}});
+  ScoreReport none = compute_scores(m, {});  // nobody has a score
+  EXPECT_EQ(none.sections[0].worst_rank, -1);
+  std::ostringstream none_text;
+  render_text(m, none, none_text);
+  EXPECT_NE(none_text.str().find("- (< 5 samples)"), std::string::npos) << none_text.str();
+  nlohmann::json j = render_json(m, none);
+  EXPECT_TRUE(j["sections"][0]["worst_rank"].is_null()) << j["sections"].dump();
 }
 
 TEST(Scores, ReportWindowsAreBoundedOverALongSpan) {

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "http_client.h"
@@ -161,6 +162,41 @@ TEST(WatchView, EscapesNamesAndShowsStragglersAndNewestWindow) {
   EXPECT_NE(text.find("evil\\x1b[2J"), std::string::npos);
   EXPECT_NE(text.find("Stragglers ("), std::string::npos) << text;
   EXPECT_NE(text.find("Newest window #"), std::string::npos) << text;
+}
+
+// Issue 30: a star in the rank table says which score made the rank a straggler (it may be another
+// section, or another metric, than the worst relative score the row shows).
+TEST(WatchView, AStarNamesTheScoreBehindIt) {
+  synth::Spec spec;
+  spec.ranks = 4;
+  spec.gpu = false;
+  spec.steps = 40;
+  spec.window_s = 0.005;  // a few steps per window: individual scores per window
+  spec.faults.push_back({synth::Fault::Kind::slow_gpu, 2, 3.0, 0, "optimizer", 20, 40});  // late steps only
+  WatchState st = report::summarize_for_watch(synth::make_run(spec), {}, "");
+  ASSERT_EQ(st.ranks.size(), 4u);
+  const report::WatchRank& slow = st.ranks[2];
+  ASSERT_TRUE(slow.straggler);
+  ASSERT_TRUE(slow.flagged_by.has_value());
+  EXPECT_EQ(slow.flagged_by->section, "optimizer");  // slower than its own best: the individual score
+  EXPECT_EQ(slow.flagged_by->metric, "individual");
+  for (const report::Straggler& s : st.stragglers) {
+    if (s.rank == 2) {
+      EXPECT_GE(s.score, slow.flagged_by->score) << "the lowest score is named";
+    }
+  }
+  std::ostringstream out;
+  report::render_watch(st, {20, 1, "", 1'800'000'000'000'000'000}, out);
+  std::istringstream lines(out.str());
+  size_t starred = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("* ", 0) != 0) continue;
+    ++starred;
+    const std::string says = fmt::format("{} {} ", slow.flagged_by->section, slow.flagged_by->metric);
+    EXPECT_NE(line.find(says), std::string::npos) << line;  // was: a bare star
+    EXPECT_EQ(line.back() == ' ', false);
+  }
+  EXPECT_EQ(starred, 1u) << out.str();
 }
 
 TEST(Endpoint, ParsesHostPortForms) {
