@@ -208,6 +208,20 @@ std::vector<SliceFloor> slice_floors(const ClockOffsets& fit, size_t r, const st
   return floors;
 }
 
+// How late a GPU's proxy usually reads a stamp beyond its prompt reads: the first quartile of its
+// callback delays minus the second smallest. NCCL's proxy polls on a core of its own and reads
+// within microseconds, so this is small; a proxy starved of CPU (an oversubscribed node) reads
+// promptly only now and then, its floor is an accident of the few prompt reads, and a
+// disagreement of that size says nothing about its GPU's clock.
+double proxy_noise(const std::vector<CallbackDelay>& d) {
+  if (d.size() < 4) return 0;
+  std::vector<int64_t> v;
+  v.reserve(d.size());
+  for (const CallbackDelay& x : d) v.push_back(x.delay_ns);
+  std::sort(v.begin(), v.end());
+  return double(v[v.size() / 4] - v[1]);
+}
+
 }  // namespace
 
 std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<std::vector<CallbackDelay>>& delays,
@@ -258,16 +272,17 @@ std::vector<size_t> check_with_callbacks(ClockOffsets& fit, const std::vector<st
     }
     // How sure the floors are: the host's typical floor spread, and each GPU's slice-to-slice
     // variation.
-    std::vector<double> host_spreads;
+    std::vector<double> host_spreads, noise(units.size());
     for (const auto& v : floor_spread)
       if (!v.empty()) host_spreads.push_back(median(v));
-    const double host_spread = host_spreads.empty() ? 0 : median(host_spreads);
+    for (size_t k = 0; k < units.size(); ++k) noise[k] = proxy_noise(delays[units[k]]);
+    const double host_spread = std::max(host_spreads.empty() ? 0 : median(host_spreads), median(noise));
     for (size_t k = 0; k < units.size(); ++k) {
       if (e[k].empty()) continue;
       std::vector<double> v = e[k];
       const double disagreement = median(v);
       for (double& x : v) x = std::abs(x - disagreement);
-      const double spread = std::max(v.size() >= 2 ? median(v) : 0.0, host_spread);
+      const double spread = std::max({v.size() >= 2 ? median(v) : 0.0, host_spread, noise[k]});
       if (std::abs(disagreement) <= std::max(o.tolerance_ns, 3 * spread)) continue;
       fit.offset_ns[units[k]] -= disagreement;
       corrected.push_back(units[k]);

@@ -268,7 +268,7 @@ void wait_for_ranks(const RunOptions& o, RunResult& result, const SignalInbox& s
   g_children.clear();
 }
 
-size_t rank_files_in(const std::string& dir) {
+size_t count_rank_files_in(const std::string& dir) {
   std::error_code ec;
   size_t files = 0;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
@@ -287,7 +287,7 @@ std::string slurm_hint(const RunOptions& o) {
 void say_where_the_files_are(const RunOptions& o, const RunResult& result) {
   bool any = false;
   for (const std::string& dir : result.run_dirs) {
-    size_t files = rank_files_in(dir);
+    size_t files = count_rank_files_in(dir);
     if (!files) continue;
     any = true;
     fmt::print(stderr, "laggard: run {}: {} rank file(s) in {}\n", fs::path(dir).filename().string(), files, dir);
