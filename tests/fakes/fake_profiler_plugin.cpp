@@ -24,5 +24,7 @@ nabi::Result finalize(void*) { return nabi::kSuccess; }
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) nabi::ProfilerV5 ncclProfiler_v5 = {"fake-default", init, start, stop,
-                                                                                       record, finalize};
+extern "C" {
+__attribute__((visibility("default"))) nabi::ProfilerV5 ncclProfiler_v5 = {"fake-default", init, start, stop, record,
+                                                                           finalize};
+}

@@ -137,8 +137,9 @@ void expect_named(const nlohmann::json& rep, int rank, const std::string& sectio
   }
   EXPECT_TRUE(has(f, rank, section)) << f.dump(1);
   for (const auto& x : f) {  // waiting is not work: no rank is named for time spent in a collective
-    EXPECT_EQ(x["section"].get<std::string>().find('@'), std::string::npos) << f.dump(1);
-    if (x["first_step"].is_null()) {
+    const std::string sec = x["section"].is_string() ? x["section"].get<std::string>() : "";  // null: comm
+    EXPECT_EQ(sec.find('@'), std::string::npos) << f.dump(1);
+    if (x["first_step"].is_null() && x["cause"] != "cpu_contention") {  // see the healthy run below
       EXPECT_EQ(x["rank"], rank) << "a waiting rank named: " << f.dump(1);
     }
   }
@@ -191,7 +192,12 @@ TEST_F(TorchRun, UnmarkedDdpJobGetsItsStragglerNamed) {
 
   const nlohmann::json clean = report_of("healthy")["verdict"]["findings"];
   for (const auto& x : clean) {
-    EXPECT_FALSE(x["first_step"].is_null()) << "a persistent finding in a healthy run: " << clean.dump(1);
+    // On a busy machine the OS delays a process now and then: a transient finding, true, or one
+    // whose cause is the rank's measured wait for a CPU (issue 30's cpu_contention; seen in CI at
+    // CPU pressure 81 %: rank 1 last at 68 % of the all-reduces, all of it CPU wait). Never a rank
+    // named slow all along for any other cause.
+    EXPECT_TRUE(!x["first_step"].is_null() || x["cause"] == "cpu_contention")
+        << "a persistent finding in a healthy run, not from CPU contention: " << clean.dump(1);
     if (!contended) ADD_FAILURE() << "a finding in a healthy run on an idle machine: " << clean.dump(1);
   }
 }

@@ -341,7 +341,9 @@ TEST(NvrxRun, ARankWithoutKernelsMakesEveryGpuRelativeScoreNaN) {
   ASSERT_FALSE(n.reports.empty());
   for (const auto& [rank, v] : n.reports.back().report.gpu_relative) EXPECT_TRUE(std::isnan(v)) << rank;
   for (const auto& [rank, v] : n.reports.back().report.gpu_individual) {
-    if (rank != 3) EXPECT_FALSE(std::isnan(v)) << rank;  // individual scores need no other rank
+    if (rank != 3) {
+      EXPECT_FALSE(std::isnan(v)) << rank;  // individual scores need no other rank
+    }
   }
 }
 
