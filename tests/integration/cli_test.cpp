@@ -114,7 +114,10 @@ TEST_F(Cli, TheTestScriptEndsWithTheTestsThatNeededARetry) {
       << "add_test(Steady.Passes /bin/true)\n"
       << "add_test(Flaky.FailsItsFirstTry /bin/sh -c \"test -e " << tests << "/tried || { touch " << tests
       << "/tried; exit 1; }\")\n"
-      << "add_test(Broken.AlwaysFails /bin/false)\n";
+      << "add_test(Broken.AlwaysFails /bin/false)\n"
+      // A test that says it cannot run here ("***Skipped") is not a failed try (seen under TSan).
+      << "add_test(Skips.Itself /bin/sh -c \"exit 77\")\n"
+      << "set_tests_properties(Skips.Itself PROPERTIES SKIP_RETURN_CODE 77)\n";
   const std::string script = std::string(LAGGARD_SOURCE_DIR) + "/scripts/ctest-run";
   ProcessResult r = run_process({script, "2", "--test-dir", tests}, clean_env());
   EXPECT_NE(r.exit_code, 0) << r.out;  // Broken.AlwaysFails still fails the run
@@ -124,6 +127,7 @@ TEST_F(Cli, TheTestScriptEndsWithTheTestsThatNeededARetry) {
   EXPECT_NE(tail.find("\n  Flaky.FailsItsFirstTry\n"), std::string::npos) << tail;
   EXPECT_EQ(tail.find("Broken"), std::string::npos) << tail;  // failed every try: in ctest's own list
   EXPECT_EQ(tail.find("Steady"), std::string::npos) << tail;
+  EXPECT_EQ(tail.find("Skips"), std::string::npos) << tail;
 
   fs::remove(tests + "/tried");
   ProcessResult once = run_process({script, "0", "--test-dir", tests, "-R", "Flaky"}, clean_env());
