@@ -17,13 +17,7 @@ using nlohmann::json;
 class BinaryFiles : public Scratch {
  protected:
   ProcessOptions env(const char* format) {
-    ProcessOptions o = clean_env();
-    o.env["LD_PRELOAD"] = kLibrary;
-    o.env["RANK"] = "0";
-    o.env["WORLD_SIZE"] = "1";
-    o.env["LAGGARD_OUT"] = out();
-    o.env["LAGGARD_RUN_ID"] = *format ? format : "default";
-    o.env["LAGGARD_FLUSH_S"] = "0.1";
+    ProcessOptions o = single_rank(out(), *format ? format : "default");
     o.env["LAGGARD_CUPTI_PATH"] = kFakeCuda;
     if (*format) o.env["LAGGARD_FILE_FORMAT"] = format;  // "": the default
     return o;

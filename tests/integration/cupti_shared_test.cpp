@@ -31,13 +31,8 @@ struct Account {
 class CuptiShared : public Scratch {
  protected:
   ProcessOptions env(bool laggard) {
-    ProcessOptions o = clean_env();
-    if (laggard) o.env["LD_PRELOAD"] = kLibrary;
-    o.env["RANK"] = "0";
-    o.env["WORLD_SIZE"] = "1";
-    o.env["LAGGARD_OUT"] = out();
-    o.env["LAGGARD_RUN_ID"] = "shared";
-    o.env["LAGGARD_FLUSH_S"] = "0.1";
+    ProcessOptions o = single_rank(out(), "shared");
+    if (!laggard) o.env["LD_PRELOAD"] = std::nullopt;
     o.env["LAGGARD_CUPTI_PATH"] = kFakeCuda;
     return o;
   }

@@ -18,13 +18,7 @@ class Cupti : public Scratch {
  protected:
   // The fake app as rank 0 of 1 under LD_PRELOAD, with laggard's CUPTI loader pointed at the fake.
   ProcessOptions env() {
-    ProcessOptions o = clean_env();
-    o.env["LD_PRELOAD"] = kLibrary;
-    o.env["RANK"] = "0";
-    o.env["WORLD_SIZE"] = "1";
-    o.env["LAGGARD_OUT"] = out();
-    o.env["LAGGARD_RUN_ID"] = "gpu";
-    o.env["LAGGARD_FLUSH_S"] = "0.1";
+    ProcessOptions o = single_rank(out(), "gpu");
     o.env["LAGGARD_CUPTI_PATH"] = kFakeCuda;
     o.env["FAKE_CUDA_CLOCK_SKEW_NS"] = "-3000000000";  // the fake CUPTI clock runs 3 s behind
     return o;

@@ -47,6 +47,19 @@ inline ProcessOptions clean_env() {
   return o;
 }
 
+// One process as rank 0 of 1 with liblaggard preloaded, writing OUT_DIR/RUN_ID/ and flushing every
+// 0.1 s: what the single-process end-to-end tests start from (each adds its own settings).
+inline ProcessOptions single_rank(const std::string& out_dir, const std::string& run_id) {
+  ProcessOptions o = clean_env();
+  o.env["LD_PRELOAD"] = kLibrary;
+  o.env["RANK"] = "0";
+  o.env["WORLD_SIZE"] = "1";
+  o.env["LAGGARD_OUT"] = out_dir;
+  o.env["LAGGARD_RUN_ID"] = run_id;
+  o.env["LAGGARD_FLUSH_S"] = "0.1";
+  return o;
+}
+
 // Microseconds some runnable task has waited for a CPU since boot (PSI, /proc/pressure/cpu "some");
 // -1 without PSI. Its growth over a run says whether the run's processes were kept from a core.
 inline long long cpu_pressure_us() {

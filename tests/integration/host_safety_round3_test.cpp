@@ -26,14 +26,7 @@ class Round3 : public Scratch {
  protected:
   std::string run_dir() const { return out() + "/r3"; }
   ProcessOptions preloaded() const {
-    ProcessOptions o = clean_env();
-    o.env["LD_PRELOAD"] = kLibrary;
-    o.env["RANK"] = "0";
-    o.env["WORLD_SIZE"] = "1";
-    o.env["LAGGARD_OUT"] = out();
-    o.env["LAGGARD_RUN_ID"] = "r3";
-    o.env["LAGGARD_FLUSH_S"] = "0.1";
-    return o;
+    return single_rank(out(), "r3");
   }
   static ProcessOptions plain() {
     ProcessOptions o = clean_env();

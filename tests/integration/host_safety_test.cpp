@@ -33,13 +33,8 @@ class HostSafety : public Scratch {
 
   // An application as rank 0 of 1 with liblaggard preloaded (after the fault shim when asked).
   ProcessOptions preloaded(bool with_shim = false) const {
-    ProcessOptions o = clean_env();
-    o.env["LD_PRELOAD"] = with_shim ? kShim + ":" + kLibrary : kLibrary;
-    o.env["RANK"] = "0";
-    o.env["WORLD_SIZE"] = "1";
-    o.env["LAGGARD_OUT"] = out();
-    o.env["LAGGARD_RUN_ID"] = "hs";
-    o.env["LAGGARD_FLUSH_S"] = "0.1";
+    ProcessOptions o = single_rank(out(), "hs");
+    if (with_shim) o.env["LD_PRELOAD"] = kShim + ":" + kLibrary;
     o.env["LAGGARD_TEST_IMAGE_ID"] = kImage;  // names known before the rank starts, to plant files at
     if (!format.empty()) o.env["LAGGARD_FILE_FORMAT"] = format;
     return o;

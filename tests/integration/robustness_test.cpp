@@ -18,14 +18,7 @@ class Robustness : public Scratch {
  protected:
   // The demo as rank 0 of 1 with liblaggard preloaded directly (no `laggard run`).
   ProcessOptions preloaded(const std::string& out_dir) {
-    ProcessOptions o = clean_env();
-    o.env["LD_PRELOAD"] = kLibrary;
-    o.env["RANK"] = "0";
-    o.env["WORLD_SIZE"] = "1";
-    o.env["LAGGARD_OUT"] = out_dir;
-    o.env["LAGGARD_RUN_ID"] = "robust";
-    o.env["LAGGARD_FLUSH_S"] = "0.1";
-    return o;
+    return single_rank(out_dir, "robust");
   }
   static int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
