@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 
@@ -213,8 +214,21 @@ struct Previous {
   int64_t end = 0;
   double wait = 0;
   std::vector<std::pair<size_t, double>> waited_for;  // rank index, share
-  std::vector<size_t> units;                          // members, sorted
+  // Members, sorted; shared by every member of that exchange (one copy each was n^2 at 10,000
+  // ranks), and by consecutive exchanges with the same members.
+  std::shared_ptr<const std::vector<size_t>> units;
 };
+
+// The exchange's members as a sorted set, the previous exchange's set when they are the same
+// (the communicator's previous exchange), so that "was it there" is one pointer compare.
+std::shared_ptr<const std::vector<size_t>> member_set(const Exchange& ex, std::shared_ptr<const std::vector<size_t>>& last) {
+  std::vector<size_t> units;
+  units.reserve(ex.members.size());
+  for (const ExchangeMember& mb : ex.members) units.push_back(mb.unit);
+  std::sort(units.begin(), units.end());
+  if (!last || *last != units) last = std::make_shared<const std::vector<size_t>>(std::move(units));
+  return last;
+}
 
 void credit(CommWork& w, size_t ci, size_t ri, double ns) {
   w.rep.ranks[ri].blame_ns += ns;
@@ -230,7 +244,8 @@ void credit(CommWork& w, size_t ci, size_t ri, double ns) {
 // One exchange: who arrived last, who waited how long, the blame (passed on where the last rank
 // was late because it waited just before), and its bandwidth. leads: per rank index, how much
 // later than the median rank it arrived when last by itself.
-void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::vector<std::vector<double>>& leads) {
+void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::vector<std::vector<double>>& leads,
+                    std::vector<std::shared_ptr<const std::vector<size_t>>>& last_sets) {
   const Exchange& ex = w.x.list[ei];
   Outcome& out = w.outcomes[ei];
   const size_t ci = w.comm_at.at(ex.comm);
@@ -253,9 +268,11 @@ void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::ve
     if (!is_last[i]) others_wait += out.wait[i];
   }
   out.last_arrival = last;
-  std::vector<size_t> units;
-  for (const ExchangeMember& mb : ex.members) units.push_back(mb.unit);
-  std::sort(units.begin(), units.end());
+  const std::shared_ptr<const std::vector<size_t>> units = member_set(ex, last_sets[ci]);
+  // The latest waiter, with nothing carried: what every last rank without a carried wait sees.
+  double latest_waiter = double(first);
+  for (int j = 0; j < n; ++j)
+    if (!is_last[j]) latest_waiter = std::max(latest_waiter, double(out.start[j]));
   std::map<size_t, double> blamed;  // rank index -> ns
   std::vector<bool> own_last(n, false);
   for (int i = 0; i < n; ++i) {
@@ -268,16 +285,17 @@ void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::ve
     const Previous& p = prev[mb.unit];
     const double carried =
         !ex.host_timed && p.valid && double(p.end) <= double(out.start[i]) + floor && p.wait >= floor ? p.wait : 0;
-    // The latest waiter's arrival, as is and after the carried wait.
-    double inherited = 0, latest_waiter = double(first), latest_against = double(first);
-    for (int j = 0; j < n; ++j) {
-      if (is_last[j]) continue;
-      const bool was_there = std::binary_search(p.units.begin(), p.units.end(), ex.members[j].unit);
-      const double c = was_there ? 0 : carried;
-      inherited += std::min(out.wait[j], c);
-      latest_waiter = std::max(latest_waiter, double(out.start[j]));
-      latest_against = std::max(latest_against, double(out.start[j]) + c);
-    }
+    // The latest waiter's arrival after the carried wait. Nothing is carried to a waiter that
+    // was in that exchange too: with the same members, none.
+    double inherited = 0, latest_against = latest_waiter;
+    if (carried > 0 && p.units != units)
+      for (int j = 0; j < n; ++j) {
+        if (is_last[j]) continue;
+        const bool was_there = p.units && std::binary_search(p.units->begin(), p.units->end(), ex.members[j].unit);
+        const double c = was_there ? 0 : carried;
+        inherited += std::min(out.wait[j], c);
+        latest_against = std::max(latest_against, double(out.start[j]) + c);
+      }
     inherited /= std::max(1, nlast);
     const double share = nlast ? others_wait / nlast : others_wait;
     blamed[mb.rank] += share - inherited;
@@ -352,7 +370,8 @@ void score_exchanges(CommWork& w) {
                    [&](size_t a, size_t b) { return w.outcomes[a].last_arrival < w.outcomes[b].last_arrival; });
   std::vector<Previous> prev(w.x.units.size());
   std::vector<std::vector<double>> leads(w.m.ranks.size());
-  for (size_t ei : order) score_exchange(w, ei, prev, leads);
+  std::vector<std::shared_ptr<const std::vector<size_t>>> last_sets(w.rep.comms.size());  // per communicator
+  for (size_t ei : order) score_exchange(w, ei, prev, leads, last_sets);
   for (size_t ri = 0; ri < leads.size(); ++ri) w.rep.ranks[ri].lateness_ns = median(std::move(leads[ri]));
 }
 
