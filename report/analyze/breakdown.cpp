@@ -228,7 +228,7 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   }
   for (uint32_t id : touched_sections) part.by_section.emplace_back(id, sections[dense(id, ids)]);
   for (uint32_t id : touched_kernels) part.kernels.push_back(kernels[dense(id, ids)]);
-  rb.launch.median_delay_ns = median(delays);
+  rb.launch.median_delay_ns = median_in_place(delays);  // order statistics do not depend on the order
   rb.launch.p95_delay_ns = percentile(std::move(delays), 0.95);
   rb.launch.median_runtime_ns = median(std::move(runtimes));
 }

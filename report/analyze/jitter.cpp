@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "parallel.h"
@@ -124,17 +125,6 @@ void observe(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<in
   for (const Obs& o : out) seen[std::min<size_t>(o.name, seen.size() - 1)] = 0;
 }
 
-// stats.h's median of [first, last), in place (reorders the range).
-double median_in_place(double* first, double* last) {
-  const size_t n = size_t(last - first);
-  if (!n) return 0;
-  const size_t mid = n / 2;
-  std::nth_element(first, first + mid, last);
-  const double hi = first[mid];
-  if (n % 2) return hi;
-  return (*std::max_element(first, first + mid) + hi) / 2;
-}
-
 const std::string& section_name(const RunModel& m, uint32_t section) {
   static const std::string none = "(no section)";
   return section == StringTable::kNone ? none : m.strings.at(section);
@@ -206,6 +196,8 @@ struct StepGroups {
   // Scratch, kept between steps so that a step allocates nothing.
   std::vector<double> dur, gap, ttke, pos;
   std::vector<uint32_t> start;  // per slot: where its values begin in dur, gap, ttke, pos
+  size_t total = 0;             // values in each of them
+  uint32_t end_of(uint32_t s, size_t nslots) const { return s + 1 < nslots ? start[s + 1] : uint32_t(total); }
   struct Chunk {                // a run of present ranks, grouped on one core
     size_t first, last;         // positions in `present`
     std::vector<uint32_t> count, at;  // per slot: its kernels in the chunk, where the chunk writes them
@@ -213,6 +205,16 @@ struct StepGroups {
   };
   std::vector<Chunk> chunks;
 };
+
+constexpr double kNotYet = std::numeric_limits<double>::quiet_NaN();  // a TTKE median not taken yet
+
+// Most kernels sit at the same launch position on every rank, and NCCL kernels have no gap:
+// the median of equal values without a selection (issue 29: the medians were 14 % of the
+// report's CPU at 960 ranks).
+double median_unless_equal(double* first, double* last) {
+  if (first != last && std::all_of(first + 1, last, [v = *first](double x) { return x == v; })) return *first;
+  return median_in_place(first, last);
+}
 
 // Ranks split into one run per core: each is counted and scattered on its own; the runs' places
 // in the slot arrays follow rank order, as one thread would have put them.
@@ -284,14 +286,16 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
         g.pos[at] = o.pos;
       }
   });
-  // Each slot's medians on its own part of the arrays: independent, on every core.
+  g.total = total;
+  // Each slot's medians on its own part of the arrays: independent, on every core. The TTKE
+  // median is taken only where first_divergence asks for it (median_ttke).
   parallel_for(g.slots.size(), [&](size_t i) {
     const uint32_t s = g.slots[i];
-    const uint32_t lo = g.start[s], hi = s + 1 < nslots ? g.start[s + 1] : uint32_t(total);
+    const uint32_t lo = g.start[s], hi = g.end_of(s, nslots);
     g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
-    g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
-    g.med_ttke[s] = median_in_place(g.ttke.data() + lo, g.ttke.data() + hi);
-    g.med_pos[s] = median_in_place(g.pos.data() + lo, g.pos.data() + hi);
+    g.med_gap[s] = median_unless_equal(g.gap.data() + lo, g.gap.data() + hi);
+    g.med_ttke[s] = kNotYet;
+    g.med_pos[s] = median_unless_equal(g.pos.data() + lo, g.pos.data() + hi);
   });
   g.slots = slots.by_key(std::move(g.slots));
   g.order = g.slots;
@@ -328,16 +332,21 @@ double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
 
 // The present ranks' kernels of step k, with their slots.
 void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
+  std::vector<uint8_t> unassigned(present.size(), 0);  // the rank has kernels at positions without a slot yet
   parallel_for(present.size(), [&](size_t i) {
     thread_local std::vector<int> seen;  // all zero between calls (observe resets what it used)
     if (seen.size() != run.model.strings.size() + 1) seen.assign(run.model.strings.size() + 1, 0);
     observe(run.ranks[present[i]], run.ranks[present[i]].steps[k], seen, run.obs[present[i]]);
-    for (Obs& o : run.obs[present[i]]) o.slot = run.slots.find(o.name, o.occurrence);
+    for (Obs& o : run.obs[present[i]]) {
+      o.slot = run.slots.find(o.name, o.occurrence);
+      unassigned[i] |= o.slot == Slots::kUnassigned;
+    }
   });
   // Kernel positions not seen before get slots here, in rank order: ids do not depend on threads.
-  for (size_t r : present)
-    for (Obs& o : run.obs[r])
-      if (o.slot == Slots::kUnassigned) o.slot = run.slots.slot_of(o.name, o.occurrence);
+  for (size_t i = 0; i < present.size(); ++i)
+    if (unassigned[i])
+      for (Obs& o : run.obs[present[i]])
+        if (o.slot == Slots::kUnassigned) o.slot = run.slots.slot_of(o.name, o.occurrence);
 }
 
 // Arrival at the step's first collective, compared across the ranks that have one.
@@ -430,13 +439,19 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
 }
 
 // The first kernel position (in median launch order) where the worst rank's TTKE left the pack.
-void first_divergence(const JitterRun& run, size_t worst, StepJitter& sj) {
-  const StepGroups& g = run.groups;
+// The cross-rank TTKE median at a slot, taken the first time it is asked for in this step.
+double median_ttke(StepGroups& g, uint32_t s, size_t nslots) {
+  if (std::isnan(g.med_ttke[s])) g.med_ttke[s] = median_in_place(g.ttke.data() + g.start[s], g.ttke.data() + g.end_of(s, nslots));
+  return g.med_ttke[s];
+}
+
+void first_divergence(JitterRun& run, size_t worst, StepJitter& sj) {
+  StepGroups& g = run.groups;
   std::vector<const Obs*> at_slot(run.slots.size(), nullptr);
   for (const Obs& o : run.obs[worst]) at_slot[o.slot] = &o;
   for (size_t i = 0; i < g.order.size(); ++i) {
     const Obs* o = at_slot[g.order[i]];
-    if (o && o->ttke - g.med_ttke[g.order[i]] > run.rep.divergence_threshold_ns) {
+    if (o && o->ttke - median_ttke(g, g.order[i], run.slots.size()) > run.rep.divergence_threshold_ns) {
       sj.first_diverging_slot = static_cast<int>(i);
       sj.first_diverging_kernel = run.model.strings.at(o->name);
       return;

@@ -5,14 +5,16 @@
 
 namespace laggard::report {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  double hi = v[mid];
-  if (v.size() % 2) return hi;
-  double lo = *std::max_element(v.begin(), v.begin() + mid);
-  return (lo + hi) / 2;
+double median(std::vector<double> v) { return median_in_place(v); }
+
+double median_in_place(double* first, double* last) {
+  const size_t n = size_t(last - first);
+  if (!n) return 0;
+  const size_t mid = n / 2;
+  std::nth_element(first, first + mid, last);
+  const double hi = first[mid];
+  if (n % 2) return hi;
+  return (*std::max_element(first, first + mid) + hi) / 2;
 }
 
 namespace {

@@ -9,6 +9,10 @@ namespace laggard::report {
 
 // Standard median (mean of the two middle values for an even count). Empty input: 0.
 double median(std::vector<double> values);
+// The same of [first, last), in place: reorders the range instead of copying it (issue 29: the
+// per-rank medians of 45,000 launch delays were a copy each).
+double median_in_place(double* first, double* last);
+inline double median_in_place(std::vector<double>& v) { return median_in_place(v.data(), v.data() + v.size()); }
 
 // Median of weighted values; equals median() when all weights are equal.
 double weighted_median(std::vector<std::pair<double, double>> value_weight);
