@@ -482,6 +482,13 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
     if (opts.compact_gpu && parsed[i].segment) compact_gpu_records(parsed[i].segment->windows);  // JSON records
     progress.file_done(i);
   });
+  // Strings interned in file order (ids as one thread gives them), records renumbered on every core.
+  std::vector<std::vector<uint32_t>> run_ids(files.size());
+  for (size_t i = 0; i < files.size(); ++i)
+    if (parsed[i].segment) run_ids[i] = run_ids_of(model.strings, parsed[i].strings);
+  parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
+    if (parsed[i].segment) renumber_strings(run_ids[i], *parsed[i].segment);
+  });
   std::vector<Segment> segments;
   segments.reserve(files.size());
   for (size_t i = 0; i < files.size(); ++i) {
@@ -489,7 +496,6 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
       model.problems.push_back({"unreadable_file", -1, files[i].string(), parsed[i].error});
       continue;
     }
-    move_strings_into(model.strings, parsed[i].strings, *parsed[i].segment);
     segments.push_back(std::move(*parsed[i].segment));
     parsed[i] = ParsedFile{};  // free as we go
   }

@@ -31,16 +31,13 @@ namespace {
 // Local string id -> run-wide id.
 class IdMap {
  public:
-  IdMap(StringTable& run, const StringTable& local) {
-    ids_.reserve(local.size());
-    for (uint32_t i = 0; i < local.size(); ++i) ids_.push_back(run.intern(local.at(i)));
-  }
+  explicit IdMap(const std::vector<uint32_t>& ids) : ids_(ids) {}
   void operator()(uint32_t& id) const {
     if (id != StringTable::kNone) id = id < ids_.size() ? ids_[id] : StringTable::kNone;
   }
 
  private:
-  std::vector<uint32_t> ids_;
+  const std::vector<uint32_t>& ids_;
 };
 
 void remap(const IdMap& map, GpuActivity& a) {
@@ -71,8 +68,21 @@ void remap(const IdMap& map, CaptureWindow& w) {
 
 }  // namespace
 
-void move_strings_into(StringTable& run, const StringTable& local, Segment& s) {
-  IdMap map(run, local);
+std::vector<uint32_t> run_ids_of(StringTable& run, const StringTable& local) {
+  std::vector<uint32_t> ids;
+  ids.reserve(local.size());
+  bool same = true;
+  for (uint32_t i = 0; i < local.size(); ++i) {
+    ids.push_back(run.intern(local.at(i)));
+    same &= ids.back() == i;
+  }
+  if (same) ids.clear();  // ranks that met their strings in the same order: nothing to renumber
+  return ids;
+}
+
+void renumber_strings(const std::vector<uint32_t>& run_ids, Segment& s) {
+  if (run_ids.empty()) return;
+  const IdMap map(run_ids);
   for (CaptureWindow& w : s.windows) remap(map, w);
 }
 
