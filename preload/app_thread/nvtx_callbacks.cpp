@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -27,6 +29,8 @@
 #include "thread_registry.h"
 #include "tsc_clock.h"
 
+extern "C" void* __dso_handle;
+
 namespace laggard {
 
 std::atomic<Capture*> g_capture{nullptr};
@@ -36,6 +40,7 @@ namespace {
 
 constexpr size_t kMaxMessage = 512;  // longer messages are cut (names, not payloads)
 constexpr int kCacheSlots = 256;
+constexpr int kPtrSlots = 128;
 
 struct Domain {
   std::string name;
@@ -65,37 +70,60 @@ struct ThreadState {
     const void* domain = nullptr;
     const NameEntry* entry = nullptr;
   } cache[kCacheSlots];
+  // In front of `cache` (issue 29): by the message's address, checked against the entry's text
+  // in one pass (same_text), so a name passed from the same place needs no strnlen, no hash
+  // and no memcmp call. The text is always compared: the buffer may hold another name now.
+  struct PtrSlot {
+    const char* ptr = nullptr;
+    const void* domain = nullptr;
+    const NameEntry* entry = nullptr;
+    uint64_t tail = 0;  // the entry's last n % 8 bytes and its terminating NUL, zero-padded
+  } by_ptr[kPtrSlots];
 };
 
-// Frees the thread's state when the thread ends and tells the recorder to drain it once more.
+// The thread's state; trivially destructible, so that reading it is one %fs-relative load:
+// a thread_local with a destructor makes the compiler guard every access with a "destructor
+// registered" flag of its own, in the general-dynamic TLS model, i.e. a __tls_get_addr call
+// on every NVTX call (issue 29). The destructor is registered by hand on the thread's first call
+// instead (guard_exit), exactly as the compiler would have.
 struct ThreadGuard {
-  ThreadState* state = nullptr;
-  bool dead = false;
-  ~ThreadGuard() {
-    if (state) {
-      watch::release_slot(state->watch);
-      state->buf->exited.store(true, std::memory_order_release);
-      delete state;
-      state = nullptr;
-    }
-    dead = true;
-  }
+  ThreadState* state;
+  bool dead;
 };
 // initial-exec: a plain %fs-relative access on every NVTX call instead of a __tls_get_addr call;
 // glibc reserves static TLS for libraries loaded later (dlopen by NVTX) and this is 16 bytes.
-thread_local ThreadGuard t_guard __attribute__((tls_model("initial-exec")));
+thread_local ThreadGuard t_guard __attribute__((tls_model("initial-exec"))) = {nullptr, false};
 
-inline ThreadState* thread_state(Capture* cap) {
+// Frees the thread's state when the thread ends and tells the recorder to drain it once more.
+// Runs with the thread's other thread_local destructors (__cxa_thread_atexit).
+void guard_exit(void* p) {
+  ThreadGuard& g = *static_cast<ThreadGuard*>(p);
+  if (ThreadState* state = g.state) {
+    watch::release_slot(state->watch);
+    state->buf->exited.store(true, std::memory_order_release);
+    delete state;
+    g.state = nullptr;
+  }
+  g.dead = true;
+}
+
+__attribute__((noinline)) ThreadState* new_thread_state(Capture* cap) {
   ThreadGuard& g = t_guard;
-  if (__builtin_expect(g.state != nullptr, 1)) return g.state;
   if (g.dead) return nullptr;  // NVTX called from a thread_local destructor after ours ran
   auto* ts = new ThreadState();
   ts->tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   ts->is_main = ts->tid == static_cast<uint32_t>(::getpid());
   ts->buf = cap->recorder->register_thread(ts->tid);
   ts->watch = watch::claim_slot(ts->tid, &ts->stack);
+  abi::__cxa_thread_atexit(guard_exit, &g, &__dso_handle);
   g.state = ts;
   return ts;
+}
+
+__attribute__((always_inline)) inline ThreadState* thread_state(Capture* cap) {
+  ThreadState* ts = t_guard.state;
+  if (__builtin_expect(ts != nullptr, 1)) return ts;
+  return new_thread_state(cap);
 }
 
 // 8 bytes per step: names can be long (torch's emit_nvtx puts shapes in them).
@@ -155,7 +183,7 @@ constexpr const char kUnnamed[] = "(unnamed)";
 // clock read; kept so the matching pop or end stays balanced, never recorded.
 const NameEntry kPausedRange{kNoName, false, false, nullptr, "", "", "(paused)"};
 
-const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
+__attribute__((noinline)) const NameEntry* lookup_text(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
   size_t n = msg ? strnlen(msg, kMaxMessage) : 0;
   if (n == 0) {
     msg = kUnnamed;
@@ -169,6 +197,83 @@ const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain, const
     return slot.entry;
   const NameEntry* e = intern(cap, domain, std::string_view(msg, n));
   slot = {h, domain, e};
+  return e;
+}
+
+inline size_t ptr_slot(const char* msg, const void* domain) {
+  return static_cast<size_t>(((reinterpret_cast<uintptr_t>(msg) ^ reinterpret_cast<uintptr_t>(domain)) *
+                              0x9e3779b97f4a7c15ull) >> 57);  // 7 bits: kPtrSlots
+}
+
+// The bytes an entry's text ends with, as same_text() compares them: for a text of n bytes,
+// its last n % 8 and (when n < kMaxMessage, so the caller's string ended there) the NUL.
+inline uint64_t tail_word(const std::string& m) {
+  size_t k = m.size() & ~size_t{7};
+  uint64_t w = 0;
+  std::memcpy(&w, m.data() + k, m.size() - k);  // little-endian: byte j of the string in bits 8j..
+  return w;
+}
+inline uint64_t tail_mask(size_t n) {
+  size_t bytes = (n & 7) + (n < kMaxMessage ? 1 : 0);  // 0..8
+  return bytes >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bytes)) - 1;
+}
+
+// Whether the NUL-terminated string msg (read up to strnlen(msg, kMaxMessage)) is the entry's
+// text m, in one pass. Reads msg 8 bytes at a time where the 8 bytes lie in one page: msg[k] is
+// readable whenever msg[0..k) matched m's bytes (none of them NUL), so the page is mapped; the
+// bytes past msg's end that the load may take are masked off or make it differ (as glibc's
+// strlen reads). Sanitized builds compare byte by byte instead.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LAGGARD_BYTEWISE_TEXT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define LAGGARD_BYTEWISE_TEXT 1
+#endif
+#endif
+__attribute__((always_inline)) inline bool same_text(const char* msg, const std::string& m, uint64_t tail) {
+  const size_t n = m.size();
+#ifdef LAGGARD_BYTEWISE_TEXT
+  (void)tail;
+  for (size_t k = 0; k < n; ++k)
+    if (msg[k] != m[k]) return false;
+  return n >= kMaxMessage || msg[n] == '\0';
+#else
+  auto load = [](const char* p, uint64_t* w) {
+    if ((reinterpret_cast<uintptr_t>(p) & 4095) > 4096 - 8) return false;  // would cross a page
+    std::memcpy(w, p, 8);
+    return true;
+  };
+  const char* c = m.data();
+  size_t k = 0;
+  uint64_t a, b;
+  for (; k + 8 <= n; k += 8) {
+    if (__builtin_expect(!load(msg + k, &a), 0)) {
+      for (size_t j = k; j < n; ++j)
+        if (msg[j] != c[j]) return false;
+      return n >= kMaxMessage || msg[n] == '\0';
+    }
+    std::memcpy(&b, c + k, 8);
+    if (a != b) return false;
+  }
+  const uint64_t mask = tail_mask(n);
+  if (!mask) return true;
+  if (__builtin_expect(!load(msg + k, &a), 0)) {
+    for (size_t j = k; j < n; ++j)
+      if (msg[j] != c[j]) return false;
+    return n >= kMaxMessage || msg[n] == '\0';
+  }
+  return (a & mask) == tail;
+#endif
+}
+
+__attribute__((always_inline)) inline const NameEntry* lookup(Capture* cap, ThreadState* ts, const void* domain,
+                                                              const char* msg) {
+  if (__builtin_expect(msg == nullptr, 0)) return lookup_text(cap, ts, domain, msg);
+  ThreadState::PtrSlot& p = ts->by_ptr[ptr_slot(msg, domain)];
+  if (__builtin_expect(p.ptr == msg && p.domain == domain && same_text(msg, p.entry->message, p.tail), 1))
+    return p.entry;
+  const NameEntry* e = lookup_text(cap, ts, domain, msg);
+  p = ThreadState::PtrSlot{msg, domain, e, tail_word(e->message)};
   return e;
 }
 
@@ -205,79 +310,96 @@ const NameEntry* lookup_attr(Capture* cap, ThreadState* ts, const void* domain,
   }
 }
 
-// Mirrors what the flush thread reads. Rare events are mirrored only on change, and each
-// call checks only what its operation can change, so the common path touches few lines.
-inline void sync_depth(ThreadState* ts) {
+// Mirrors what the flush thread reads. Rare events are mirrored only when the operation says
+// it changed them, so the common path touches few lines and loads nothing back.
+__attribute__((always_inline)) inline void sync_depth(ThreadState* ts) {
   watch::note_progress(ts->watch);
   ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
-  if (ts->is_main) g_main_section.store(ts->stack.innermost_kept(), std::memory_order_relaxed);
-}
-
-inline void sync_after_push(ThreadState* ts) {
-  sync_depth(ts);
-  ThreadBuffer* b = ts->buf;
-  if (__builtin_expect(b->stack_overflow.load(std::memory_order_relaxed) != ts->stack.overflowed(), 0))
-    b->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
-}
-
-inline void sync_after_pop(ThreadState* ts) {
-  sync_depth(ts);
-  ThreadBuffer* b = ts->buf;
-  if (__builtin_expect(b->unbalanced_pop.load(std::memory_order_relaxed) != ts->stack.unbalanced(), 0))
-    b->unbalanced_pop.store(ts->stack.unbalanced(), std::memory_order_relaxed);
-  if (__builtin_expect(b->filtered.load(std::memory_order_relaxed) != ts->stack.filtered(), 0))
-    b->filtered.store(ts->stack.filtered(), std::memory_order_relaxed);
+  if (ts->is_main) {
+    // Read by other threads (current_section()): stored only when it changes, so an unchanged
+    // value does not take their copy of the line away.
+    const uint32_t section = ts->stack.innermost_kept();
+    if (g_main_section.load(std::memory_order_relaxed) != section)
+      g_main_section.store(section, std::memory_order_relaxed);
+  }
 }
 
 // Paused by `laggard ctl`: only what keeps the nesting balanced and the hang watchdog informed.
-int paused_push(ThreadState* ts, const void* domain, uint32_t epoch) {
-  int level = ts->stack.push(&kPausedRange, domain, 0, epoch);
+__attribute__((noinline)) int paused_push(ThreadState* ts, const void* domain, uint32_t epoch) {
+  int level = ts->stack.push_stamp(&kPausedRange, domain, TscClock::Stamp{0, false}, epoch);
   watch::note_progress(ts->watch);
   ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
+  if (__builtin_expect(level >= RangeStack::kMaxDepth, 0))
+    ts->buf->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
   return level;
 }
 
-int paused_pop(ThreadState* ts, const void* domain, uint32_t epoch) {
-  RangeRecord r;
-  bool emit = false;
-  int level = ts->stack.pop(domain, 0, ts->tid, &r, &emit, epoch);
+__attribute__((noinline)) int paused_pop(ThreadState* ts, const void* domain, uint32_t epoch) {
+  const RangeStack::Done d = ts->stack.close(domain, epoch);
   watch::note_progress(ts->watch);
   ts->buf->open_depth.store(ts->stack.depth(), std::memory_order_relaxed);
-  return level;
+  if (__builtin_expect(d.what == RangeStack::Closed::unbalanced, 0))
+    ts->buf->unbalanced_pop.store(ts->stack.unbalanced(), std::memory_order_relaxed);
+  return d.level;
 }
 
 template <class Lookup>
-int push_impl(const void* domain, Lookup&& find) noexcept {
+__attribute__((always_inline)) inline int push_impl(const void* domain, Lookup&& find) noexcept {
   try {
     Capture* cap = g_capture.load(std::memory_order_acquire);
-    if (!cap) return NVTX_NO_PUSH_POP_TRACKING;
+    if (__builtin_expect(!cap, 0)) return NVTX_NO_PUSH_POP_TRACKING;
     ThreadState* ts = thread_state(cap);
-    if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+    if (__builtin_expect(!ts, 0)) return NVTX_NO_PUSH_POP_TRACKING;
     uint32_t epoch = pause_epoch();
-    if (paused_epoch(epoch)) return paused_push(ts, domain, epoch);
+    if (__builtin_expect(paused_epoch(epoch), 0)) return paused_push(ts, domain, epoch);
     const NameEntry* e = find(cap, ts);
-    int level = ts->stack.push(e, domain, g_range_clock.now_ns(), epoch);
-    sync_after_push(ts);
+    int level = ts->stack.push_stamp(e, domain, g_range_clock.stamp(), epoch);
+    sync_depth(ts);
+    if (__builtin_expect(level >= RangeStack::kMaxDepth, 0))
+      ts->buf->stack_overflow.store(ts->stack.overflowed(), std::memory_order_relaxed);
     return level;
   } catch (...) {
     return NVTX_NO_PUSH_POP_TRACKING;
   }
 }
 
-int pop_impl(const void* domain) noexcept {
+// A kept range closed at `end` (the pop's stamp): its duration from the stamp its push took (one
+// multiply while the line is on at both), its start in ns only when the occurrence is sampled.
+__attribute__((always_inline)) inline void record(ThreadState* ts, const RangeStack::Done& d, TscClock::Stamp now) {
+  if (__builtin_expect(d.start.ticks && now.ticks, 1)) {
+    ts->buf->add(d.name_id, d.parent_id, ts->tid, static_cast<uint16_t>(d.level),
+                 g_range_clock.ticks_to_ns(now.value - d.start.value),
+                 [&] { return g_range_clock.to_ns(d.start.value); });
+    return;
+  }
+  // The line was off at one end (the first fit, or the counter given up): both ends in ns.
+  const int64_t end = g_range_clock.stamp_ns(now);
+  const int64_t start = g_range_clock.stamp_ns(d.start);
+  ts->buf->add(d.name_id, d.parent_id, ts->tid, static_cast<uint16_t>(d.level), end > start ? end - start : 0,
+               [start] { return start; });
+}
+
+__attribute__((always_inline)) inline int pop_impl(const void* domain) noexcept {
   try {
     Capture* cap = g_capture.load(std::memory_order_acquire);
-    if (!cap) return NVTX_NO_PUSH_POP_TRACKING;
+    if (__builtin_expect(!cap, 0)) return NVTX_NO_PUSH_POP_TRACKING;
     ThreadState* ts = thread_state(cap);
-    if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
-    RangeRecord r;
-    bool emit = false;
+    if (__builtin_expect(!ts, 0)) return NVTX_NO_PUSH_POP_TRACKING;
     uint32_t epoch = pause_epoch();
-    if (paused_epoch(epoch)) return paused_pop(ts, domain, epoch);
-    int level = ts->stack.pop(domain, g_range_clock.now_ns(), ts->tid, &r, &emit, epoch);
-    if (emit) ts->buf->add(r);
-    sync_after_pop(ts);
-    return level;
+    if (__builtin_expect(paused_epoch(epoch), 0)) return paused_pop(ts, domain, epoch);
+    // Read first, as before: the range ends when the pop is called, and the counter's latency
+    // overlaps the bookkeeping below.
+    const TscClock::Stamp now = g_range_clock.stamp();
+    const RangeStack::Done d = ts->stack.close(domain, epoch);
+    if (__builtin_expect(d.what == RangeStack::Closed::kept, 1)) {
+      record(ts, d, now);
+    } else if (d.what == RangeStack::Closed::unbalanced) {
+      ts->buf->unbalanced_pop.store(ts->stack.unbalanced(), std::memory_order_relaxed);
+    } else if (d.what == RangeStack::Closed::filtered) {
+      ts->buf->filtered.store(ts->stack.filtered(), std::memory_order_relaxed);
+    }
+    sync_depth(ts);
+    return d.level;
   } catch (...) {
     return NVTX_NO_PUSH_POP_TRACKING;
   }

@@ -67,7 +67,7 @@ class ThreadAggregates {
   // *table gets the low 8 bits of the generation that counted this one (the flush thread's
   // taken_generation() tells whether that generation's counts are the ones it is taking now,
   // will take next, or took at an earlier drain).
-  uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns, uint8_t* table) {
+  __attribute__((always_inline)) uint64_t add(uint32_t name, uint32_t parent, int64_t dur_ns, uint8_t* table) {
     const uint32_t outer = busy_.load(std::memory_order_relaxed);  // >0 only in a nested signal handler
     busy_.store(outer + 1, std::memory_order_relaxed);
     // Orders the busy mark before reading active_: a compiler barrier suffices when the flush

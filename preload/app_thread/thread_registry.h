@@ -32,7 +32,7 @@ extern std::atomic<uint64_t> g_unslotted_events;
 extern std::atomic<uint64_t> g_collective_events;
 
 // Hot path: one plain load and store on a line only this thread writes (no lock prefix).
-inline void note_progress(ThreadSlot* slot) {
+__attribute__((always_inline)) inline void note_progress(ThreadSlot* slot) {
   if (__builtin_expect(slot != nullptr, 1))
     slot->events.store(slot->events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   else

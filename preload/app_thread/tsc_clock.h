@@ -72,7 +72,7 @@ class TscClock {
   constexpr TscClock() = default;
 
   // Any thread. CLOCK_MONOTONIC ns.
-  int64_t now_ns() const noexcept {
+  __attribute__((always_inline)) int64_t now_ns() const noexcept {
     // Acquire: a thread that sees the clock on sees the line published before it was switched on.
     if (__builtin_expect(active_.load(std::memory_order_acquire), 1)) {
       const uint32_t seq = seq_.load(std::memory_order_acquire);
@@ -86,6 +86,46 @@ class TscClock {
     }
     return mono_ns();
   }
+
+  // What a push keeps (issue 29): the raw counter while the line is on -- one counter read, no
+  // line -- else CLOCK_MONOTONIC ns. The pop turns it into a duration with one multiply
+  // (ticks_to_ns) and into a timestamp only when the occurrence is sampled (to_ns).
+  struct Stamp {
+    int64_t value;  // counter ticks when `ticks`, else CLOCK_MONOTONIC ns
+    bool ticks;
+  };
+  __attribute__((always_inline)) Stamp stamp() const noexcept {
+    if (__builtin_expect(active_.load(std::memory_order_acquire), 1))
+      return Stamp{static_cast<int64_t>(read_counter()), true};
+    return Stamp{mono_ns(), false};
+  }
+
+  // Nanoseconds in `ticks` counter ticks (the difference of two stamps taken while the line was
+  // on) at the current line's rate. One multiply, no sequence check: mult_ alone is always a rate
+  // some line had. A refit between the two stamps changes only the rate applied (by at most
+  // kMaxRateChange, 1e-3, else the counter is switched off; in practice a few ppm): the counter's
+  // own elapsed ticks carry no step, where converting both ends through their own lines added
+  // the refit's catch-up step (up to kMaxErrorNs) to a range open across it. Never negative.
+  __attribute__((always_inline)) int64_t ticks_to_ns(int64_t ticks) const noexcept {
+    const int64_t mult = mult_.load(std::memory_order_relaxed);
+    return ticks > 0 ? static_cast<int64_t>((static_cast<__int128>(ticks) * mult) >> 32) : 0;
+  }
+
+  // CLOCK_MONOTONIC ns of a counter value taken while a line was on, through the current line
+  // (async-signal-safe: hang reports convert open ranges with it). During a refit (rare, and
+  // never waited for): now minus the ticks since, at the current rate.
+  int64_t to_ns(int64_t ticks) const noexcept {
+    const uint32_t seq = seq_.load(std::memory_order_acquire);
+    const uint64_t tick0 = tick0_.load(std::memory_order_acquire);
+    const int64_t ns0 = ns0_.load(std::memory_order_acquire);
+    const int64_t mult = mult_.load(std::memory_order_acquire);
+    if (__builtin_expect(!(seq & 1) && seq_.load(std::memory_order_relaxed) == seq, 1))
+      return ns0 + static_cast<int64_t>(
+                       (static_cast<__int128>(static_cast<int64_t>(static_cast<uint64_t>(ticks) - tick0)) * mult) >> 32);
+    const int64_t d = static_cast<int64_t>(read_counter() - static_cast<uint64_t>(ticks));
+    return mono_ns() - (d > 0 ? static_cast<int64_t>((static_cast<__int128>(d) * mult) >> 32) : 0);
+  }
+  int64_t stamp_ns(Stamp s) const noexcept { return s.ticks ? to_ns(s.value) : s.value; }
 
   // Decides whether the counter may be used (before the first calibrate). Returns the state.
   const char* configure(ClockChoice choice, bool invariant);

@@ -56,6 +56,18 @@ struct ThreadBuffer {
     uint64_t n = totals.add(r.name_id, r.parent_id, r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0, &kept.counted_in);
     if (n <= kSamplesPerKeyPerDrain) ranges.push(kept);  // not sampled: the recorder counts count - stored
   }
+  // The same for a push/pop range whose start is computed only when the occurrence is offered
+  // to the sample (start_ns(): CLOCK_MONOTONIC ns; the end is start + dur_ns).
+  template <class StartNs>
+  __attribute__((always_inline)) void add(uint32_t name_id, uint32_t parent_id, uint32_t tid, uint16_t depth,
+                                          int64_t dur_ns, StartNs&& start_ns) {
+    uint8_t counted_in;
+    uint64_t n = totals.add(name_id, parent_id, dur_ns, &counted_in);
+    if (__builtin_expect(n <= kSamplesPerKeyPerDrain, 0)) {
+      const int64_t start = start_ns();
+      ranges.push(RangeRecord{start, start + dur_ns, name_id, parent_id, tid, depth, RangeKind::push_pop, counted_in});
+    }
+  }
   static void bump(std::atomic<uint64_t>& c) {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
