@@ -154,9 +154,7 @@ class IdleIndex {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   size_t i = static_cast<size_t>(std::ceil(p * double(v.size())));
-  const auto at = v.begin() + std::ptrdiff_t(std::min(v.size() - 1, i ? i - 1 : 0));
-  std::nth_element(v.begin(), at, v.end());
-  return *at;
+  return kth_smallest(v.data(), v.data() + v.size(), std::min(v.size() - 1, i ? i - 1 : 0));
 }
 
 // A string id as an index into dense per-id arrays (kNone: the last one).

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 #include <sstream>
 
 #include "render.h"
@@ -52,6 +55,47 @@ TEST(Stats, Median) {
   EXPECT_EQ(median({3}), 3);
   EXPECT_EQ(median({5, 1, 3}), 3);
   EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+}
+
+// Large inputs take the bucketed selection (stats.cpp kth_smallest): it must give exactly what a
+// sort gives, on spread, clustered, tied, outlier-heavy and non-finite data, odd and even sizes.
+TEST(Stats, BucketedSelectionGivesWhatASortGives) {
+  std::mt19937_64 rng(29);
+  auto check = [](std::vector<double> v, const char* what) {
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = v.size();
+    const double want = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    EXPECT_EQ(median(v), want) << what << " n=" << n;
+    for (size_t k : {size_t{0}, n / 3, n / 2, n - 1, (n * 95) / 100}) {
+      std::vector<double> w = v;
+      EXPECT_EQ(kth_smallest(w.data(), w.data() + w.size(), k), sorted[k]) << what << " k=" << k;
+    }
+  };
+  for (size_t n : {size_t{2049}, size_t{4096}, size_t{45'001}, size_t{45'000}}) {
+    std::vector<double> spread(n), clustered(n), ties(n), outliers(n), tiny(n);
+    for (size_t i = 0; i < n; ++i) {
+      spread[i] = double(rng() % 1'000'000'000);
+      clustered[i] = 5000.0 + double(rng() % 7);
+      ties[i] = double(rng() % 3);
+      outliers[i] = i % 1000 == 0 ? 1e15 * double(i + 1) : double(rng() % 100'000);
+      tiny[i] = 1.0 + double(rng() % 5) * 1e-300;
+    }
+    check(spread, "spread");
+    check(clustered, "clustered");
+    check(ties, "ties");
+    check(outliers, "outliers");
+    check(tiny, "tiny range");
+    std::vector<double> same(n, 42);
+    check(same, "all equal");
+    std::vector<double> negative = spread;
+    for (double& x : negative) x = -x;
+    check(negative, "negative");
+  }
+  std::vector<double> with_inf(5000, 1.0);
+  with_inf[17] = std::numeric_limits<double>::infinity();
+  with_inf[99] = 7;
+  check(with_inf, "with infinity");
 }
 
 TEST(Stats, LowerMedianAsTorchMedian) {
