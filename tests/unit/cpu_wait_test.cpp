@@ -128,10 +128,13 @@ TEST(CpuWait, ReadsThisProcesssThreads) {
     });
   CpuWaitWindow w;
   // Until the kernel has charged both on-CPU time and run-queue wait to the spinners (a condition,
-  // not a sleep: on a loaded machine it takes longer).
-  for (int i = 0; i < 2000 && (!w.present || w.run_ns < 20'000'000 || w.wait_ns == 0); ++i) {
-    std::this_thread::yield();
-    if (i % 50 == 49) {
+  // not a sleep: on a loaded machine it takes longer). Bounded by time, not by yields: 2,000
+  // yields could all return within 4 ms, before the kernel charged anything (seen when run
+  // repeatedly at nice 19).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((!w.present || w.run_ns < 20'000'000 || w.wait_ns == 0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    {
       CpuWaitWindow x = s.sample(gettid());
       w.present = w.present || x.present;
       w.threads = std::max(w.threads, x.threads);
