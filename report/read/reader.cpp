@@ -675,12 +675,20 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
     choose_rank_process(procs, model.problems);
     model.ranks.push_back(std::move(procs.front()));
   }
-  for (RankData& r : model.ranks) {
-    drop_window_time_outliers(r, model.problems);
-    finish_nccl_rank(r, model.problems);
-    finish_gpu_rank(r, model.problems);
-  }
-  for (const RankData& r : model.ranks) check_window_continuity(r, model.problems);
+  // Per rank and independent (each touches only its own rank): on every core, each rank's
+  // problems kept apart and appended in rank order afterwards, as one thread would have added
+  // them. finish_nccl_rank's checks cost ~15 us a rank: 0.15 s of one core at 10,000 ranks.
+  std::vector<std::vector<Problem>> rank_problems(model.ranks.size()), continuity(model.ranks.size());
+  parallel_for(model.ranks.size(), reader_threads(opts.threads, model.ranks.size()), [&](size_t i) {
+    RankData& r = model.ranks[i];
+    drop_window_time_outliers(r, rank_problems[i]);
+    finish_nccl_rank(r, rank_problems[i]);
+    finish_gpu_rank(r, rank_problems[i]);
+    check_window_continuity(r, continuity[i]);
+  });
+  for (auto* part : {&rank_problems, &continuity})
+    for (std::vector<Problem>& v : *part)
+      for (Problem& p : v) model.problems.push_back(std::move(p));
   align_rank_clocks(model);
   for (RankData& r : model.ranks) join_paused_periods(r);
   settle_world_size(model, opts);
