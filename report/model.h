@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace laggard::report {
@@ -35,10 +37,14 @@ using Counts = std::map<std::string, uint64_t>;
 class StringTable {
  public:
   static constexpr uint32_t kNone = 0xffffffffu;
-  uint32_t intern(const std::string& s) {
-    auto [it, added] = index_.emplace(s, static_cast<uint32_t>(strings_.size()));
-    if (added) strings_.push_back(s);
-    return it->second;
+  // Looked up by hash without building a std::string (the reader interns every name of every
+  // window of every rank; a std::map compared whole names on each level of the tree).
+  uint32_t intern(std::string_view s) {
+    if (auto it = index_.find(s); it != index_.end()) return it->second;
+    const auto id = static_cast<uint32_t>(strings_.size());
+    strings_.emplace_back(s);
+    index_.emplace(strings_.back(), id);
+    return id;
   }
   const std::string& at(uint32_t id) const {
     static const std::string none;
@@ -56,8 +62,12 @@ class StringTable {
   }
 
  private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::vector<std::string> strings_;
-  std::map<std::string, uint32_t> index_;
+  std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> index_;
 };
 
 enum class GpuKind : uint8_t { kernel = 0, memcpy = 1, memset = 2 };

@@ -91,6 +91,8 @@ struct CommWork {
   std::vector<Outcome> outcomes;       // per exchange
   // [comm index][comm rank]; rank -1: the rank took part in none of its exchanges.
   std::vector<std::vector<CommSummary::PerRank>> per_comm_rank;
+  // [comm index]: global rank -> its first communicator rank (built when first credited).
+  std::vector<std::unordered_map<int, size_t>> comm_rank_of;
   // A member's time on the reference clock (host-timed exchanges are on the host clock already).
   int64_t aligned(const Exchange& ex, const ExchangeMember& mb, int64_t t) const {
     return ex.host_timed ? t : t - std::llround(clock.correction(mb.unit, t));
@@ -213,7 +215,10 @@ struct Previous {
   bool valid = false;
   int64_t end = 0;
   double wait = 0;
-  std::vector<std::pair<size_t, double>> waited_for;  // rank index, share
+  // Rank index, share: that exchange's Outcome::blamed, shared by all its members (a copy each
+  // was n x blamed per exchange: the blame chain grows with the ranks, 10,000 ranks spent most
+  // of the stage copying it). Outcomes do not move while exchanges are scored.
+  const std::vector<std::pair<size_t, double>>* waited_for = nullptr;
   // Members, sorted; shared by every member of that exchange (one copy each was n^2 at 10,000
   // ranks), and by consecutive exchanges with the same members.
   std::shared_ptr<const std::vector<size_t>> units;
@@ -230,15 +235,19 @@ std::shared_ptr<const std::vector<size_t>> member_set(const Exchange& ex, std::s
   return last;
 }
 
+// The rank's first communicator rank in ci gets the blame too (per_rank is never shorter than
+// cs.ranks: both are the communicator's size). One lookup instead of a scan of the communicator.
 void credit(CommWork& w, size_t ci, size_t ri, double ns) {
   w.rep.ranks[ri].blame_ns += ns;
   const CommSummary& cs = w.rep.comms[ci];
   auto& per_rank = w.per_comm_rank[ci];
-  for (size_t cr = 0; cr < cs.ranks.size() && cr < per_rank.size(); ++cr)
-    if (cs.ranks[cr] == w.m.ranks[ri].rank) {
-      per_rank[cr].blame_ns += ns;
-      break;
-    }
+  auto& index = w.comm_rank_of[ci];
+  if (index.empty() && !cs.ranks.empty()) {
+    index.reserve(cs.ranks.size());
+    for (size_t cr = 0; cr < cs.ranks.size(); ++cr) index.emplace(cs.ranks[cr], cr);  // the first stays
+  }
+  auto it = index.find(w.m.ranks[ri].rank);
+  if (it != index.end() && it->second < per_rank.size()) per_rank[it->second].blame_ns += ns;
 }
 
 // One exchange: who arrived last, who waited how long, the blame (passed on where the last rank
@@ -299,7 +308,8 @@ void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::ve
     inherited /= std::max(1, nlast);
     const double share = nlast ? others_wait / nlast : others_wait;
     blamed[mb.rank] += share - inherited;
-    for (const auto& [ri, f] : p.waited_for) blamed[ri] += inherited * f;
+    if (p.waited_for)
+      for (const auto& [ri, f] : *p.waited_for) blamed[ri] += inherited * f;
     // Last by itself when most of its lateness is its own (and that is more than noise).
     const double own = double(out.start[i]) - latest_against;
     own_last[i] = nlast && (inherited == 0 || (own >= floor && own >= 0.5 * (double(out.start[i]) - latest_waiter)));
@@ -336,7 +346,7 @@ void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::ve
       ++pr.last;
       out.last_ranks.push_back(pr.rank);
     }
-    if (!ex.host_timed) prev[mb.unit] = {true, out.end[i], is_last[i] ? 0.0 : out.wait[i], out.blamed, units};
+    if (!ex.host_timed) prev[mb.unit] = {true, out.end[i], is_last[i] ? 0.0 : out.wait[i], &out.blamed, units};
   }
   ++w.rep.comms[ci].arrivals;
 
@@ -355,6 +365,7 @@ void score_exchanges(CommWork& w) {
   const auto& list = w.x.list;
   w.outcomes.resize(list.size());
   w.per_comm_rank.resize(w.rep.comms.size());
+  w.comm_rank_of.resize(w.rep.comms.size());
   for (size_t ci = 0; ci < w.rep.comms.size(); ++ci) w.per_comm_rank[ci].resize(std::max(0, w.rep.comms[ci].nranks));
   std::vector<size_t> order(list.size());
   for (size_t ei = 0; ei < list.size(); ++ei) {

@@ -66,22 +66,33 @@ bool shifted(const Collective& c) {
   return c.gpu_shifted || (c.gpu_time_suspect && std::string_view(c.gpu_time_suspect) == "shifted");
 }
 
+// Per rank: (device, unit) of each device it named, in order of appearance (one or a few: a
+// scan beats a std::map keyed by (rank, device) looked up once per operation).
+using RankUnits = std::vector<std::vector<std::pair<int, size_t>>>;
+
+size_t find_unit(const std::vector<std::pair<int, size_t>>& units, int device) {
+  for (const auto& [d, u] : units)
+    if (d == device) return u;
+  return SIZE_MAX;
+}
+
 // Clock units: per rank, one per CUDA device its communicators named (in order of appearance).
-void make_units(const RunModel& m, Exchanges& x, std::map<std::pair<size_t, int>, size_t>& unit_of) {
+void make_units(const RunModel& m, Exchanges& x, RankUnits& unit_of) {
   x.unit_of_rank.resize(m.ranks.size());
+  unit_of.resize(m.ranks.size());
   for (size_t ri = 0; ri < m.ranks.size(); ++ri) {
     bool any = false;
     for (const CaptureWindow& w : m.ranks[ri].windows)
       for (const Collective& c : w.collectives)
-        if (!unit_of.count({ri, c.device})) {
+        if (find_unit(unit_of[ri], c.device) == SIZE_MAX) {
           if (!any) x.unit_of_rank[ri] = x.units.size();
           any = true;
-          unit_of[{ri, c.device}] = x.units.size();
+          unit_of[ri].push_back({c.device, x.units.size()});
           x.units.push_back({ri, c.device});
         }
     if (!any) {
       x.unit_of_rank[ri] = x.units.size();
-      unit_of[{ri, -1}] = x.units.size();
+      unit_of[ri].push_back({-1, x.units.size()});
       x.units.push_back({ri, -1});
     }
   }
@@ -93,11 +104,15 @@ class Matcher {
   Matcher(const RunModel& m, Exchanges& x) : m_(m), x_(x) {}
 
   void add_all() {
-    std::map<std::pair<size_t, int>, size_t> unit_of;
+    RankUnits unit_of;
     make_units(m_, x_, unit_of);
+    size_t total = 0;
+    for (const RankData& r : m_.ranks)
+      for (const CaptureWindow& w : r.windows) total += w.collectives.size();
+    coll_.reserve(total / std::max<size_t>(1, m_.ranks.size()) + 16);
     for (size_t ri = 0; ri < m_.ranks.size(); ++ri)
       for (const CaptureWindow& w : m_.ranks[ri].windows)
-        for (const Collective& c : w.collectives) add({ri, unit_of.at({ri, c.device}), &c});
+        for (const Collective& c : w.collectives) add({ri, find_unit(unit_of[ri], c.device), &c});
   }
 
   std::vector<Match>& matches() { return matches_; }

@@ -520,7 +520,7 @@ void read_sections(const Ctx& c, const Value& sections, CaptureWindow& cw, uint6
 std::vector<uint32_t> intern_all(const LocalIds& local, StringTable& strings) {
   std::vector<uint32_t> ids;
   ids.reserve(local.size());
-  for (std::string_view s : local) ids.push_back(strings.intern(std::string(s)));
+  for (std::string_view s : local) ids.push_back(strings.intern(s));
   return ids;
 }
 
@@ -553,8 +553,8 @@ void intern_window(const Ctx& c, const GpuPart* gpu, const NcclPart* nccl, Strin
   if (!nccl) return;
   std::vector<std::pair<uint32_t, uint32_t>> comms;  // id, name
   for (const NcclPart::Comm& comm : nccl->comms) {
-    uint32_t id = strings.intern(std::string(comm.id));
-    comms.push_back({id, comm.name.empty() ? StringTable::kNone : strings.intern(std::string(comm.name))});
+    uint32_t id = strings.intern(comm.id);
+    comms.push_back({id, comm.name.empty() ? StringTable::kNone : strings.intern(comm.name)});
   }
   std::vector<uint32_t> ids = intern_all(nccl->strings, strings);
   for (size_t i = 0; i < cw.collectives.size(); ++i) {
