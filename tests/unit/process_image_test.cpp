@@ -95,7 +95,9 @@ TEST(ProcessImage, AnotherProcessWithTheSamePidIsNotCalledAnExec) {
   for (const auto& w : m.ranks[0].windows)
     for (const auto& s : w.sections) EXPECT_EQ(s.name, "attempt2");
   for (const auto& p : m.problems)
-    if (p.kind == "duplicate_rank") EXPECT_EQ(p.message.find("exec"), std::string::npos) << p.message;
+    if (p.kind == "duplicate_rank") {
+      EXPECT_EQ(p.message.find("exec"), std::string::npos) << p.message;
+    }
 }
 
 // Item 11: a host name (or run id, or path) that is not UTF-8 made every rank file of its host
