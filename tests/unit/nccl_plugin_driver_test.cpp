@@ -7,6 +7,8 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <atomic>
@@ -669,6 +671,81 @@ TEST_F(NcclDriver, MoreCommunicatorsThanContextsOverALifetime) {
   }
   EXPECT_EQ(created, 1100);
   EXPECT_GT(waits, 0);  // the first 1024 (less the other tests') filled the table once
+}
+
+// fork() in a process whose NCCL is mid-collective (a data loader worker, a subprocess launcher):
+// the child has no flush thread and must not record into the parent's pool, yet NCCL code in the
+// child may still call the table with the parent's context and handles, or init a communicator of
+// its own (nccl_source.cpp on_fork_child). Nothing there may crash or hang the child, and the
+// parent's operation, finished after the fork, is recorded as usual.
+TEST_F(NcclDriver, AForkedChildCallsWithTheParentsHandlesAndItsOwnWithoutHarm) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(v5_->init(&ctx, 0xf0c1, &mask, "forked", 2, 2, 1, nullptr), 0);
+  ASSERT_NE(ctx, nullptr);
+  nabi::DescrV5 group{};
+  group.type = nabi::kGroup;
+  void* group_handle = nullptr;
+  ASSERT_EQ(v5_->startEvent(ctx, &group_handle, &group), 0);
+  nabi::DescrV5 d = coll_descr<nabi::DescrV5>(0, 2);
+  d.coll.parentGroup = group_handle;
+  void* op = nullptr;
+  ASSERT_EQ(v5_->startEvent(ctx, &op, &d), 0);
+  ASSERT_NE(op, nullptr);
+
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(30);  // a hang in here ends as SIGALRM, which the parent reports
+    // The parent's operation, as the child's copy of NCCL would go on with it.
+    v5_->stopEvent(op);
+    v5_->stopEvent(group_handle);
+    for (int c = 0; c < 2; ++c) {
+      nabi::DescrV5 k = kernel_descr<nabi::DescrV5>(op, static_cast<uint8_t>(c), 1000);
+      void* h = nullptr;
+      v5_->startEvent(ctx, &h, &k);
+      nabi::StateArgs a{};
+      a.kernelCh.pTimer = 2000;
+      v5_->recordEventState(h, nabi::kStateKernelChStop, &a);
+      v5_->stopEvent(h);
+    }
+    // A communicator of its own, and a whole collective on it.
+    void* own = nullptr;
+    int own_mask = 0;
+    v5_->init(&own, 0xf0c2, &own_mask, "child", 1, 2, 1, nullptr);
+    // The child's NCCL is its own: laggard stays out of it (no context, NCCL asked for no event).
+    if (own != nullptr || own_mask != 0) _exit(3);
+    nabi::DescrV5 g2{};
+    g2.type = nabi::kGroup;
+    void* g2_handle = nullptr;
+    v5_->startEvent(own, &g2_handle, &g2);
+    nabi::DescrV5 d2 = coll_descr<nabi::DescrV5>(0, 1);
+    d2.coll.parentGroup = g2_handle;
+    void* op2 = nullptr;
+    v5_->startEvent(own, &op2, &d2);
+    v5_->stopEvent(op2);
+    v5_->stopEvent(g2_handle);
+    v5_->finalize(own);
+    v5_->finalize(ctx);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "child " << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                          : "exit " + std::to_string(WEXITSTATUS(status)));
+
+  ASSERT_EQ(v5_->stopEvent(op), 0);
+  ASSERT_EQ(v5_->stopEvent(group_handle), 0);
+  std::thread proxy([&] {
+    const uint64_t start = static_cast<uint64_t>(epoch_ns()) - 60'000;
+    run_channels<nabi::ProfilerV5, nabi::DescrV5>(v5_, ctx, op, 2, start, start + 50'000);
+  });
+  proxy.join();
+  auto ops = wait_for("000000000000f0c1", [](auto& v) { return !v.empty(); });
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].channels, 2);
+  EXPECT_EQ(v5_->finalize(ctx), 0);
 }
 
 }  // namespace
