@@ -544,7 +544,8 @@ Segment parse_frame_segment(const std::string& text, const std::string& path, St
   });
   if (!scan.frames) throw std::runtime_error("no whole window: " + scan.torn_tail);
   JsonTape& tape = thread_tape();
-  if (!tape.parse(header) || !read_header_fast(tape, s)) {
+  const bool fast = fast_reader.load(std::memory_order_relaxed);
+  if (!fast || !tape.parse(header) || !read_header_fast(tape, s)) {
     json j = parse_json(header, " in the header");
     if (checked_version(j) < kFirstFrameSchema) throw std::runtime_error("frame file with a schema_version below 5");
     read_header(j, s);

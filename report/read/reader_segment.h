@@ -40,8 +40,9 @@ struct Segment {
 // (versions 1-5) and version 5 frame files (reader_frames.h).
 Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings);
 
-// Tests only: false makes parse_segment_text read every window with the DOM code, the reference
-// the fast path (reader_fast.h) is held to. On by default.
+// Tests only: false makes parse_segment_text read every window, and every frame file's header,
+// with the DOM code, the reference the fast paths (reader_fast.h, the header's tape reader in
+// reader.cpp) are held to. On by default.
 void use_fast_reader(bool on);
 
 // The strings of `local` (one file's) into `run`, and every id `s` holds renumbered to match:

@@ -9,6 +9,8 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "frame_out.h"
 #include "progress.h"
 #include "reader.h"
@@ -363,6 +365,74 @@ TEST(BinaryFormat, AMalformedGpuBlockIsAnErrorNotACrash) {
     } catch (const std::exception&) {
       // refused with a message: fine
     }
+  }
+}
+
+// The frame header's tape reader (reader.cpp read_header_fast) against the DOM code, the reference:
+// a header with every field, and each field missing, null, of another type, out of range, a whole
+// or fractional float, or twice, must read alike (the same fields and notes) or fail alike.
+std::string header_as(const std::string& file, bool fast) {
+  laggard::report::use_fast_reader(fast);
+  laggard::report::StringTable strings;
+  std::ostringstream o;
+  try {
+    const laggard::report::Segment s = laggard::report::parse_segment_text(file, "f.lgr", strings);
+    o << s.run_id << "|" << s.rank << "|" << s.world_size << "|" << s.local_rank << "|" << s.segment << "|" << s.host
+      << "|" << s.pid << "|" << s.process_start_ns << "|" << s.data_end_ns << "|" << s.ppid << "|" << s.image << "|"
+      << s.started_ticks << "|" << s.windows_lost << "|" << s.final << "|" << s.signal << "|" << s.flush_s << "|"
+      << s.sections_filter << "|" << s.nvtx_status << "|" << s.nccl_status << "|" << s.cupti_status << "|"
+      << s.import_time_base_ns << "|" << s.gpu_clock_offset_ns << "|" << s.windows.size();
+    for (const auto& [k, v] : s.dropped) o << "|dropped " << k << "=" << v;
+    for (const auto& n : s.notes) o << "|note " << n;
+  } catch (const std::exception& e) {
+    o << "error: " << e.what();
+  }
+  laggard::report::use_fast_reader(true);
+  return o.str();
+}
+
+TEST(BinaryFormat, FrameHeadersReadAsTheDomCodeReadsThem) {
+  const nlohmann::json full = {
+      {"schema", "laggard-rank"}, {"schema_version", 5}, {"run_id", "r1"}, {"rank", 3}, {"world_size", 8},
+      {"local_rank", 1}, {"segment", 2}, {"host", "node7"}, {"pid", 4242}, {"process_start_ns", 1'700'000'000'000'000'000},
+      {"data_end_ns", 1'700'000'001'000'000'000}, {"ppid", 4000}, {"image", "python3"}, {"started_ticks", 123456},
+      {"windows_lost", 2}, {"final", true}, {"signal", 15},
+      {"config", {{"flush_s", 0.5}, {"sections", "fwd,bwd"}}},
+      {"capture", {{"nvtx", "on"}, {"nccl", "off: no NCCL"}, {"cupti", "on"}}},
+      {"import", {{"time_base_ns", 1000}}}, {"clock", {{"gpu_offset_ns", -5000}}},
+      {"dropped", {{"ring_full", 3}, {"names", 0}}}};
+  const laggard::WindowSnapshot w = window(0, 3);
+  const std::string window_json = laggard::render_window(w, false);
+  const std::string block = laggard::encode_gpu_block(w.gpu, w.start_ns);
+  auto check = [&](const std::string& header, const std::string& what) {
+    const std::string file = laggard::encode_frame(header, window_json, block);
+    EXPECT_EQ(header_as(file, true), header_as(file, false)) << what << ": " << header;
+  };
+  check(full.dump(), "every field");
+  const std::vector<nlohmann::json> odd = {nullptr, "x", -1, 0, 7.0, 7.5, 1e300, true, false,
+                                           nlohmann::json::array({1}), nlohmann::json::object(),
+                                           nlohmann::json::object({{"a", 1}}), 18'446'744'073'709'551'615ull,
+                                           -9'223'372'036'854'775'807LL - 1};
+  for (const auto& [key, value] : full.items()) {
+    nlohmann::json h = full;
+    h.erase(key);
+    check(h.dump(), "without " + key);
+    for (const nlohmann::json& v : odd) {
+      h = full;
+      h[key] = v;
+      check(h.dump(), key + " = " + v.dump());
+    }
+    if (value.is_object())
+      for (const auto& [inner, inner_value] : value.items())
+        for (const nlohmann::json& v : odd) {
+          h = full;
+          h[key][inner] = v;
+          check(h.dump(), key + "." + inner + " = " + v.dump());
+        }
+    // The key twice (nlohmann's DOM keeps the last one).
+    std::string twice = full.dump();
+    twice.insert(1, "\"" + key + "\":" + (key == "rank" ? std::string("5") : value.dump()) + ",");
+    check(twice, key + " twice");
   }
 }
 
