@@ -208,14 +208,6 @@ struct StepGroups {
 
 constexpr double kNotYet = std::numeric_limits<double>::quiet_NaN();  // a TTKE median not taken yet
 
-// Most kernels sit at the same launch position on every rank, and NCCL kernels have no gap:
-// the median of equal values without a selection (issue 29: the medians were 14 % of the
-// report's CPU at 960 ranks).
-double median_unless_equal(double* first, double* last) {
-  if (first != last && std::all_of(first + 1, last, [v = *first](double x) { return x == v; })) return *first;
-  return median_in_place(first, last);
-}
-
 // Ranks split into one run per core: each is counted and scattered on its own; the runs' places
 // in the slot arrays follow rank order, as one thread would have put them.
 void split_into_chunks(size_t present, size_t nslots, StepGroups& g) {
@@ -293,9 +285,9 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
     const uint32_t s = g.slots[i];
     const uint32_t lo = g.start[s], hi = g.end_of(s, nslots);
     g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
-    g.med_gap[s] = median_unless_equal(g.gap.data() + lo, g.gap.data() + hi);
+    g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
     g.med_ttke[s] = kNotYet;
-    g.med_pos[s] = median_unless_equal(g.pos.data() + lo, g.pos.data() + hi);
+    g.med_pos[s] = median_in_place(g.pos.data() + lo, g.pos.data() + hi);
   });
   g.slots = slots.by_key(std::move(g.slots));
   g.order = g.slots;
@@ -438,13 +430,13 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
   cell.gap_excess_ns = ge;
 }
 
-// The first kernel position (in median launch order) where the worst rank's TTKE left the pack.
 // The cross-rank TTKE median at a slot, taken the first time it is asked for in this step.
 double median_ttke(StepGroups& g, uint32_t s, size_t nslots) {
   if (std::isnan(g.med_ttke[s])) g.med_ttke[s] = median_in_place(g.ttke.data() + g.start[s], g.ttke.data() + g.end_of(s, nslots));
   return g.med_ttke[s];
 }
 
+// The first kernel position (in median launch order) where the worst rank's TTKE left the pack.
 void first_divergence(JitterRun& run, size_t worst, StepJitter& sj) {
   StepGroups& g = run.groups;
   std::vector<const Obs*> at_slot(run.slots.size(), nullptr);

@@ -59,6 +59,9 @@ double kth_smallest(double* first, double* last, size_t k) {
 double median_in_place(double* first, double* last) {
   const size_t n = size_t(last - first);
   if (!n) return 0;
+  // Values all equal (a kernel at the same launch position on every rank, NCCL kernels' zero
+  // gaps): no selection. Stops at the first value that differs, so other ranges pay next to nothing.
+  if (std::all_of(first + 1, last, [v = *first](double x) { return x == v; })) return *first;
   const size_t mid = n / 2;
   if (n <= kSelectDirectly) {
     std::nth_element(first, first + mid, last);

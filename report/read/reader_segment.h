@@ -45,16 +45,13 @@ Segment parse_segment_text(const std::string& text, const std::string& path, Str
 // reader.cpp) are held to. On by default.
 void use_fast_reader(bool on);
 
-// The strings of `local` (one file's) into `run`, and every id `s` holds renumbered to match:
-// files parsed apart on several threads end up with the ids one thread would have given.
-// Done in two parts so that the renumbering (every record of the file) can run on any core:
-// the run's ids of `local`'s strings (interned in file order, one thread), empty when they are
-// the same ids, then the renumbering with them.
+// The strings of one file (`local`) into the run's table, and every id its segment holds
+// renumbered to match: files parsed apart on several threads end up with the ids one thread
+// would have given. In two parts so that the renumbering (every record of the file) can run on
+// any core: the run's ids of `local`'s strings (interned in file order, one thread), empty when
+// they are the same ids, then the renumbering with them.
 std::vector<uint32_t> run_ids_of(StringTable& run, const StringTable& local);
 void renumber_strings(const std::vector<uint32_t>& run_ids, Segment& s);
-inline void move_strings_into(StringTable& run, const StringTable& local, Segment& s) {
-  renumber_strings(run_ids_of(run, local), s);
-}
 
 // Fills model.ranks, world_size, run_id and problems from the parsed segments.
 void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts);
