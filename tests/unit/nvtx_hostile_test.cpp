@@ -8,11 +8,14 @@
 // the NVTX3 headers' (nvtx3/nvToolsExt.h: nvtxEventAttributes_v2, nvtxMessageType_t,
 // NVTX_CBID_CORE_*/NVTX_CBID_CORE2_*). Its own executable: the library starts threads.
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <cstdlib>
 #include <filesystem>
@@ -232,6 +235,51 @@ TEST_F(NvtxHostile, EveryCallbackSurvivesEmptyNullAndUnknownMessages) {
   EXPECT_EQ(counts["after_hostile_input"], 1u);
   EXPECT_GT(counts["(unnamed)"], 10u);  // "", NULL and unknown types record under one name
   EXPECT_EQ(counts.count(""), 0u);
+}
+
+// The per-thread cache by message address (issue 29) must never take one name for another: one
+// buffer rewritten between calls (a name built with snprintf into the same array), a prefix and
+// an extension of a cached name at the same address, and names whose terminating NUL is the last
+// byte before an unmapped page (the 8-byte compares must not read past it) are each counted under
+// their own text.
+TEST_F(NvtxHostile, AReusedBufferIsReadAsWhatItHoldsNow) {
+  auto push_a = core<PushA>(NVTX_CBID_CORE_RangePushA);
+  auto pop = core<Pop>(NVTX_CBID_CORE_RangePop);
+  ASSERT_NE(push_a, nullptr);
+  char buf[64];
+  const std::vector<std::string> names = {"reuse_alpha", "reuse_beta", "reuse_alph", "reuse_alphabet",
+                                          "reuse_alpha_0123456789_long", "reuse_alpha"};
+  std::map<std::string, uint64_t> want;
+  for (int round = 0; round < 50; ++round)
+    for (const std::string& n : names) {
+      std::snprintf(buf, sizeof buf, "%s", n.c_str());
+      EXPECT_EQ(push_a(buf), 0);
+      EXPECT_EQ(pop(), 0);
+      ++want[n];
+    }
+  // Names ending right before a page that is not mapped, of every length 1-24 mod the 8-byte step.
+  const long page = sysconf(_SC_PAGESIZE);
+  char* two = static_cast<char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(two, MAP_FAILED);
+  ASSERT_EQ(mprotect(two + page, page, PROT_NONE), 0);
+  for (int len = 1; len <= 24; ++len) {
+    std::string n = "edge" + std::string(size_t(len), 'x');
+    char* at = two + page - (n.size() + 1);
+    std::memcpy(at, n.c_str(), n.size() + 1);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(push_a(at), 0);
+      EXPECT_EQ(pop(), 0);
+      ++want[n];
+    }
+    // The same address, now a shorter name: still its own.
+    std::memcpy(at + 1, "\0", 1);
+    EXPECT_EQ(push_a(at), 0);
+    EXPECT_EQ(pop(), 0);
+    ++want["e"];
+  }
+  auto counts = counts_after_flush("edge" + std::string(24, 'x'), 3);
+  for (const auto& [n, c] : want) EXPECT_EQ(counts[n], c) << n;
+  munmap(two, 2 * page);
 }
 
 TEST_F(NvtxHostile, ConcurrentThreadsMixingEveryEntryPoint) {
