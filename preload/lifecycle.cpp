@@ -24,6 +24,7 @@
 
 #include "capture.h"
 #include "clock.h"
+#include "thread_aggregates.h"
 #include "tsc_clock.h"
 #include "config.h"
 #include "log.h"
@@ -350,6 +351,7 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
     // first-NVTX-call registration), and the flush cannot finish until the handler returns.
     // Then the final flush is lost, never the application's signal.
     rt->pending_signal.store(sig);
+    ThreadAggregates::owners_may_be_stopped();  // this thread may be inside an NVTX call
     uint64_t req = rt->flush_requested.fetch_add(1) + 1;
     wake(*rt);
     constexpr int64_t kStepNs = 5'000'000;

@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <optional>
 #include <thread>
 
 namespace laggard {
@@ -73,12 +75,20 @@ void ThreadAggregates::flip() {
   generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
-ThreadAggregates::Table& ThreadAggregates::wait_for_old() {
+ThreadAggregates::Table* ThreadAggregates::wait_for_old() {
   // After quiesce() the owner writes the new table; one that was already busy in the old one
-  // finishes within a few instructions unless descheduled.
-  for (int spins = 0; busy_.load(std::memory_order_acquire) != 0; ++spins)
-    if (spins > 64) std::this_thread::yield();
-  return tables_[(generation_.load(std::memory_order_relaxed) - 1) & 1];
+  // finishes within a few instructions unless descheduled, or stopped in a signal handler that
+  // waits for this flush (then it finishes only after the flush gives up on it).
+  std::optional<std::chrono::steady_clock::time_point> since;
+  for (int spins = 0; busy_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins <= 64) continue;
+    std::this_thread::yield();
+    if (!owners_may_be_stopped_.load(std::memory_order_relaxed)) continue;
+    auto now = std::chrono::steady_clock::now();
+    if (!since) since = now;
+    else if (now - *since > std::chrono::nanoseconds(kStoppedOwnerPatienceNs)) return nullptr;
+  }
+  return &tables_[(generation_.load(std::memory_order_relaxed) - 1) & 1];
 }
 
 }  // namespace laggard

@@ -98,14 +98,27 @@ class ThreadAggregates {
   // Flush thread, for a set of threads: flip() each, quiesce() once, then take() each.
   void flip();
   static void quiesce();
-  // f(name, parent, totals) for each key written before the flip; then clears it.
+  // f(name, parent, totals) for each key written before the flip; then clears it. Returns false,
+  // taking nothing, when the owner stays busy after a signal (owners_may_be_stopped): that
+  // table's counts stay in it, and the drain after next takes them with that generation's.
   template <class F>
-  void take(F&& f) {
-    Table& t = wait_for_old();
-    for (Slot& s : t.slots)
+  bool take(F&& f) {
+    Table* t = wait_for_old();
+    if (!t) return false;
+    for (Slot& s : t->slots)
       if (s.key) f(static_cast<uint32_t>((s.key - 1) >> 32), static_cast<uint32_t>(s.key - 1), s.totals);
-    t.clear();
+    t->clear();
+    return true;
   }
+
+  // Async-signal-safe (one atomic store). A signal handler that waits for a flush calls it first:
+  // the thread it interrupted may be inside add(), busy until the handler returns, and the flush
+  // must not wait for it (lifecycle.cpp, on_signal). From then on take() waits for a busy owner
+  // at most kStoppedOwnerPatienceNs.
+  static void owners_may_be_stopped() { owners_may_be_stopped_.store(true, std::memory_order_relaxed); }
+  static constexpr int64_t kStoppedOwnerPatienceNs = 20'000'000;
+
+  friend struct ThreadAggregatesProbe;  // tests: hold an owner busy, reset the signal flag
 
   // Flush thread, after flip(): the generation take() reads (the one written before the flip),
   // low 8 bits, as add() hands them out. A generation is one table's use between two flips: the
@@ -132,12 +145,13 @@ class ThreadAggregates {
     key *= 0x9e3779b97f4a7c15ull;
     return static_cast<size_t>(key >> 32) & mask;
   }
-  Table& wait_for_old();
+  Table* wait_for_old();
   static RangeTotals& find_or_insert(Table& t, uint64_t key);
   static void grow(Table& t);
 
   // true until membarrier is known to work: writers then pay a full fence per range.
   static inline std::atomic<bool> writers_fence_{true};
+  static inline std::atomic<bool> owners_may_be_stopped_{false};
   std::atomic<uint32_t> busy_{0};  // >0 while the owner writes (a counter: signal handlers nest)
   std::atomic<uint32_t> generation_{0};  // flips so far; the active table is generation_ & 1 (flush thread writes)
   Table tables_[2];

@@ -222,7 +222,9 @@ void SegmentWriter::drop_oldest_unwritten() {
 std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& totals, bool final,
                                  int signal) {
   if (!w.gpu_status.cupti.empty()) gpu_status_ = w.gpu_status;
-  if (format_ == FileFormat::binary) return write_binary(w, totals, final, signal);
+  const Durability durability = last_words(final, signal);
+  if (signal) signal_received_ = signal;
+  if (format_ == FileFormat::binary) return write_binary(w, totals, final, durability);
   std::string rendered = render_window(w);
   // Start a new segment when this window would overflow the current one.
   if (!current_.windows_json.empty() &&
@@ -249,8 +251,8 @@ std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& to
     unwritten_bytes_ -= old.bytes;
     unwritten_.pop_front();
   }
-  if (std::string err = dir.write_atomically(file_name(current_.number), render(current_, totals, final, signal),
-                                             last_words(final, signal));
+  if (std::string err = dir.write_atomically(file_name(current_.number),
+                                             render(current_, totals, final, signal_received_), durability);
       !err.empty())
     return err;
   current_.on_disk = current_.windows_json.size();
@@ -260,7 +262,7 @@ std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& to
 // Binary format (schema v5). The frame's header is the whole file header as of this window, so
 // the newest whole frame says what a rewritten JSON header would.
 std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final,
-                                        int signal) {
+                                        Durability durability) {
   std::string window = render_window(w, false);
   std::string records = w.gpu.present ? encode_gpu_block(w.gpu, w.start_ns) : std::string();
   size_t size = window.size() + records.size();  // before compression: segments hold <= max bytes of data
@@ -272,7 +274,7 @@ std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCount
   ++frame_windows_;
   frame_bytes_ += size;
   make_room(size);  // first, so the header counts what it dropped
-  std::string header = render_header(current_.number, totals, final, signal, w.end_ns) + "}";
+  std::string header = render_header(current_.number, totals, final, signal_received_, w.end_ns) + "}";
   std::string frame = encode_frame(header, window, records);
   pending_bytes_ += frame.size();
   pending_frames_.push_back({current_.number, std::move(frame)});
@@ -280,7 +282,7 @@ std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCount
   RunDirFd dir(run_dir_, created_dir_);
   if (!dir.ok()) return dir.error();
   if (dir.created()) created_dir_ = dir.identity();
-  return append_pending(dir, last_words(final, signal));
+  return append_pending(dir, durability);
 }
 
 // Keeps unwritten frames within max_unwritten_bytes: the oldest go, counted as lost windows.

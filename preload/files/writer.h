@@ -61,7 +61,11 @@ class SegmentWriter {
                 size_t max_segment_bytes = 4u << 20, size_t max_unwritten_bytes = 16u << 20);
 
   // Adds a closed window and rewrites the current segment. `final`: the process is exiting
-  // cleanly; `signal`: non-zero when written because of that signal. Returns "" or an error.
+  // cleanly; `signal`: non-zero when written because of that signal (this write is synced).
+  // Every header from then on names the signal: a window the flush thread closes between the
+  // signal's flush and the process's death (a periodic one, due while that flush's fsync
+  // blocked) is the newest frame the reader sees, and must not make a SIGTERM look like a
+  // SIGKILL. Returns "" or an error.
   std::string write(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
 
   // Before the first write: json (rewritten segments, this class's default) or binary (appended
@@ -94,7 +98,7 @@ class SegmentWriter {
     int segment = 0;
     std::string bytes;
   };
-  std::string write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final, int signal);
+  std::string write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final, Durability durability);
   void make_room(size_t bytes);
   std::string append_pending(const RunDirFd& dir, Durability durability);
 
@@ -108,6 +112,7 @@ class SegmentWriter {
   size_t unwritten_bytes_ = 0;
   uint64_t windows_lost_ = 0;              // dropped unwritten (memory bound); in every header
   bool cleaned_stale_ = false;
+  int signal_received_ = 0;                // the last signal a write was made for; in every later header
   DirIdentity created_dir_;                // the run directory, when this process created it
   GpuStatus gpu_status_;                   // latest reported by the cupti source
   FileFormat format_ = FileFormat::json;

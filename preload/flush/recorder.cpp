@@ -94,8 +94,10 @@ void Recorder::drain() {
     }
     // Statistics first: a sample that arrives without its totals (added in between) would be
     // an occurrence the window's count does not include.
-    t->totals.take([this](uint32_t name, uint32_t parent, const RangeTotals& tot) { add_totals(name, parent, tot); });
-    take_samples(*t, exited[i]);
+    // A thread stopped mid-range by a signal whose handler waits for this flush keeps its table
+    // and its samples for a later drain: a sample taken now would lack its count.
+    if (t->totals.take([this](uint32_t name, uint32_t parent, const RangeTotals& tot) { add_totals(name, parent, tot); }))
+      take_samples(*t, exited[i]);
     Baseline& b = baselines_[t];
     auto delta = [](const std::atomic<uint64_t>& now, uint64_t& seen) {
       uint64_t v = now.load(std::memory_order_relaxed);

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <map>
 #include <thread>
@@ -203,6 +204,58 @@ TEST(Recorder, SampleThatArrivesAfterItsCountWasTakenIsLeftOutOfTheSample) {
     WindowSnapshot w = r.close_window(now, {});
     for (const auto& sec : w.sections) EXPECT_LE(sec.start_ns.size(), sec.count) << "window at " << now;
   }
+}
+
+}  // namespace recorder_test
+
+struct ThreadAggregatesProbe {
+  static std::atomic<uint32_t>& busy(ThreadAggregates& a) { return a.busy_; }
+  static void clear_signal_flag() { ThreadAggregates::owners_may_be_stopped_.store(false); }
+};
+
+namespace recorder_test {
+
+// SIGTERM landing while a thread is inside an NVTX pop (ThreadAggregates::add marks it busy):
+// laggard's handler runs on that thread and waits for the signal's flush, and the flush waited
+// for that thread to leave add(). Neither moved until the handler's budget ran out, and the
+// rank's last window was lost. After a signal the flush gives up on a busy thread within
+// kStoppedOwnerPatienceNs; the thread's counts and samples come with a later window, none lost,
+// none stored without its count.
+TEST(Recorder, AThreadStoppedInsideAPopBySignalIsNotWaitedForAndLosesNothing) {
+  NameTable names("", 10);
+  uint32_t a = names.intern(nullptr, "", "a")->id;
+  Recorder r(names, 100, 0, 0);
+  ThreadBuffer* t = r.register_thread(1);
+  for (int i = 0; i < 3; ++i) t->add(rec(a, 10 * i, 10 * i + 5));
+  std::atomic<uint32_t>& busy = ThreadAggregatesProbe::busy(t->totals);
+  busy.store(1);  // the signal stopped it inside add()
+  ThreadAggregates::owners_may_be_stopped();
+  std::atomic<bool> closed{false};
+  WindowSnapshot signal_window;
+  std::thread flush([&] {
+    signal_window = r.close_window(100, {});
+    closed = true;
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!closed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  bool gave_up = closed;
+  busy.store(0);  // the handler returned; with the old wait the flush finishes only now
+  flush.join();
+  ThreadAggregatesProbe::clear_signal_flag();
+  EXPECT_TRUE(gave_up) << "the flush waited for a thread stopped in a signal handler";
+  uint64_t counted = 0, stored = 0;
+  auto tally = [&](const WindowSnapshot& w) {
+    for (const auto& sec : w.sections) {
+      EXPECT_LE(sec.start_ns.size(), sec.count);
+      counted += sec.count;
+      stored += sec.start_ns.size();
+    }
+  };
+  tally(signal_window);
+  t->add(rec(a, 150, 155));  // the app went on (its own handler): one more range
+  for (int64_t now : {200, 300, 400}) tally(r.close_window(now, {}));
+  EXPECT_EQ(counted, 4u);
+  EXPECT_LE(stored, counted);
 }
 
 TEST(Recorder, ConcurrentProducerNeverStoresMoreOccurrencesThanItCounts) {
