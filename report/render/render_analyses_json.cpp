@@ -183,16 +183,16 @@ json hta_json(const HtaReport& h) {
 
 }  // namespace
 
-json render_analyses_json(const RunModel& model, const Analyses& a) {
-  json out;
-  out["gpu"] = render_gpu_json(model, a.gpu);
-  out["steps"] = {{"source", a.steps.source},
-                  {"section", a.steps.section.empty() ? json(nullptr) : json(a.steps.section)},
-                  {"count", a.steps.count()}};
-  out["jitter"] = jitter_json(a.jitter);
-  out["breakdown"] = breakdown_json(a.breakdown);
-  if (a.hta) out["hta"] = hta_json(*a.hta);
-  if (a.nvrx) out["nvrx"] = nvrx_json(*a.nvrx);
+JsonObjectParts render_analyses_json_parts(const RunModel&, const Analyses& a) {
+  JsonObjectParts out;
+  out.add_written("gpu", [&a](JsonWriter& w) { write_gpu_json(w, a.gpu); });
+  out.add("steps", {{"source", a.steps.source},
+                    {"section", a.steps.section.empty() ? json(nullptr) : json(a.steps.section)},
+                    {"count", a.steps.count()}});
+  out.add("jitter", jitter_json(a.jitter));
+  out.add("breakdown", breakdown_json(a.breakdown));
+  if (a.hta) out.add("hta", hta_json(*a.hta));
+  if (a.nvrx) out.add("nvrx", nvrx_json(*a.nvrx));
   json findings = json::array();
   for (const Finding& f : a.verdict.findings)
     findings.push_back({{"rank", f.rank},
@@ -210,8 +210,13 @@ json render_analyses_json(const RunModel& model, const Analyses& a) {
   json thresholds = json::array();
   for (const Threshold& t : a.verdict.thresholds)
     thresholds.push_back({{"name", t.name}, {"value", t.value}, {"why", t.why}});
-  out["verdict"] = {{"findings", findings}, {"thresholds", thresholds}};
+  out.add("verdict", {{"findings", findings}, {"thresholds", thresholds}});
   return out;
+}
+
+json render_analyses_json(const RunModel& model, const Analyses& a) {
+  const JsonObjectParts parts = render_analyses_json_parts(model, a);
+  return parsed([&](JsonWriter& w) { parts.write(w); });
 }
 
 json render_diff_json(const RunDiff& d) {
