@@ -66,9 +66,12 @@ class JsonWriter {
   }
 
   // An array of n elements, render(i, writer) writing element i: in batches, each batch's
-  // elements rendered on every core and written out before the next batch is rendered.
+  // elements rendered on every core and written out before the next batch is rendered. Fewer
+  // than `serial_below` elements are written here, on this thread: small ones are not worth a
+  // thread start (big ones, such as a step of every rank's divergences, set it to 2).
+  static constexpr size_t kSerialBelow = 64;
   template <class Render>
-  void parallel_array(size_t n, Render&& render);
+  void parallel_array(size_t n, Render&& render, size_t serial_below = kSerialBelow);
 
   // The text written so far (a writer without a sink holds all of it).
   std::string& text() { return out_; }
@@ -118,11 +121,9 @@ class JsonObjectParts {
 nlohmann::json parsed(const std::function<void(JsonWriter&)>& write);
 
 template <class Render>
-void JsonWriter::parallel_array(size_t n, Render&& render) {
+void JsonWriter::parallel_array(size_t n, Render&& render, size_t serial_below) {
   begin_array();
-  // Few elements: not worth a thread start.
-  constexpr size_t kSerial = 64;
-  if (n < kSerial) {
+  if (n < serial_below) {
     for (size_t i = 0; i < n; ++i) render(i, *this);
     end_array();
     return;
