@@ -59,6 +59,14 @@ class JsonWriter {
     end_array();
   }
 
+  // Sorted by std::less as nlohmann's own std::map is, so written in its order.
+  template <class T>
+  void value(const std::map<std::string, T>& m) {
+    begin_object();
+    for (const auto& [k, v] : m) key(k).value(v);
+    end_object();
+  }
+
   template <class T>
   JsonWriter& field(std::string_view k, const T& v) {
     key(k).value(v);

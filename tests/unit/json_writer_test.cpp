@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,12 @@ TEST(JsonWriter, ScalarsAreWrittenAsDumpWritesThem) {
                     std::numeric_limits<int64_t>::max()})
     EXPECT_EQ(by_hand(json(i)), json(i).dump(2));
   EXPECT_EQ(by_hand(json(std::numeric_limits<uint64_t>::max())), json(std::numeric_limits<uint64_t>::max()).dump(2));
+  const std::map<std::string, uint64_t> counts = {{"b", 2}, {"a", 1}, {"B", 0}, {"a\"q", 3}};
+  for (const auto& m : {counts, std::map<std::string, uint64_t>()}) {
+    JsonWriter w;
+    w.value(m);
+    EXPECT_EQ(w.text(), json(m).dump(2));
+  }
   EXPECT_EQ(by_hand(json(true)), "true");
   EXPECT_EQ(by_hand(json(nullptr)), "null");
 }
