@@ -84,7 +84,6 @@ void write_json_indented(const json& value, std::ostream& out) {
   for (; written < pieces.size(); ++written) out << pieces[written].text;
 }
 
-
 void JsonWriter::next_element() {
   Frame& f = frames_.back();
   out_ += f.count++ ? ",\n" : "\n";
