@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <optional>
 
@@ -191,19 +190,18 @@ void write_json_report(const report::RunModel& model, const Results& r, const st
     if (o.on_stage) o.on_stage(name);
   };
   stage("JSON report: parts");
-  // The three big parts on their own threads (each only reads the model and the analyses);
-  // joined in the same order, so the report does not depend on it.
-  auto analyses_json = std::async(std::launch::async, [&] { return report::render_analyses_json(model, r.analyses); });
-  auto comm_json = std::async(std::launch::async, [&] { return report::render_comm_json(model, r.analyses.comm); });
-  nlohmann::json j = report::render_json(model, r.scores);
-  if (!cut_text.empty()) j["cut"] = cut_text;
-  nlohmann::json parts = analyses_json.get();
-  for (auto it = parts.begin(); it != parts.end(); ++it) j[it.key()] = std::move(it.value());  // moved, not copied
-  j["comm"] = comm_json.get();
-  j["hang_reports"] = report::mention_hangs_json(model.dir);
-  j["gpu_health"] = report::render_health_json(r.health);
+  // The small members as DOM; the per-rank arrays are written straight to text below, each on
+  // every core (issue 29: the whole report as a DOM was 350 MB at 30,000 ranks).
+  report::JsonObjectParts j = report::render_json_parts(model, r.scores);
+  if (!cut_text.empty()) j.add("cut", cut_text);
+  j.merge(report::render_analyses_json_parts(model, r.analyses));
+  j.add_written("comm", [&](report::JsonWriter& w) { report::write_comm_json(w, model, r.analyses.comm); });
+  j.add("hang_reports", report::mention_hangs_json(model.dir));
+  j.add("gpu_health", report::render_health_json(r.health));
   stage("JSON report: text");
-  report::write_json_indented(j, dest);
+  report::JsonWriter w(dest);
+  j.write(w);
+  w.flush();
   dest << '\n';
   if (o.exits_after) bury(std::move(j));
 }

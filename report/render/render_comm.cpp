@@ -242,123 +242,153 @@ json clock_json(const CommReport::Clock& clock) {
           {"hosts", hosts}};
 }
 
-json rank_json(const CommRankStats& r) {
-  json gpus = json::array();
-  for (const CommRankStats::GpuClock& g : r.gpu_clocks)
-    gpus.push_back({{"device", g.device}, {"clock_offset_ms", ms(g.offset_ns)}, {"clock_drift_ppm", g.drift_ppm},
-                    {"clock_samples", g.samples}});
-  return {{"rank", r.rank},
-          {"host", r.host},
-          {"collectives", r.collectives},
-          {"last_count", r.last},
-          {"last_share", r.collectives ? double(r.last) / r.collectives : 0.0},
-          {"blame_ms", ms(r.blame_ns)},
-          {"waited_ms", ms(r.waited_ns)},
-          {"kernel_ms", ms(r.kernel_ns)},
-          {"clock_offset_ms", ms(r.clock_offset_ns)},
-          {"clock_drift_ppm", r.clock_drift_ppm},
-          {"clock_residual_ms", ms(r.clock_residual_ns)},
-          {"clock_samples", r.clock_samples},
-          {"clock_source", r.clock_source},
-          {"late_end_ms", ms(r.late_end_ns)},
-          {"gpu_clocks", gpus},
-          {"gpu_shift_ms", ms(double(r.gpu_shift_ns))},
-          {"suspect", r.suspect},
-          {"nccl_plugin", r.nccl_plugin},
-          {"p2p_ops", r.p2p_ops},
-          {"p2p_bytes", r.p2p_bytes},
-          {"p2p_gpu_ms", ms(r.p2p_gpu_ns)}};
+// Keys sorted, as nlohmann's std::map gives them (the writer checks).
+void write_comm_rank(JsonWriter& w, const CommRankStats& r) {
+  w.begin_object();
+  w.field("blame_ms", ms(r.blame_ns))
+      .field("clock_drift_ppm", r.clock_drift_ppm)
+      .field("clock_offset_ms", ms(r.clock_offset_ns))
+      .field("clock_residual_ms", ms(r.clock_residual_ns))
+      .field("clock_samples", r.clock_samples)
+      .field("clock_source", r.clock_source)
+      .field("collectives", r.collectives);
+  w.key("gpu_clocks").begin_array();
+  for (const CommRankStats::GpuClock& g : r.gpu_clocks) {
+    w.begin_object();
+    w.field("clock_drift_ppm", g.drift_ppm)
+        .field("clock_offset_ms", ms(g.offset_ns))
+        .field("clock_samples", g.samples)
+        .field("device", g.device);
+    w.end_object();
+  }
+  w.end_array();
+  w.field("gpu_shift_ms", ms(double(r.gpu_shift_ns)))
+      .field("host", r.host)
+      .field("kernel_ms", ms(r.kernel_ns))
+      .field("last_count", r.last)
+      .field("last_share", r.collectives ? double(r.last) / r.collectives : 0.0)
+      .field("late_end_ms", ms(r.late_end_ns))
+      .field("nccl_plugin", r.nccl_plugin)
+      .field("p2p_bytes", r.p2p_bytes)
+      .field("p2p_gpu_ms", ms(r.p2p_gpu_ns))
+      .field("p2p_ops", r.p2p_ops)
+      .field("rank", r.rank)
+      .field("suspect", r.suspect)
+      .field("waited_ms", ms(r.waited_ns));
+  w.end_object();
 }
 
-json communicator_json(const RunModel& m, const CommSummary& c) {
-  json per_rank = json::array();
-  for (const auto& pr : c.per_rank)
-    per_rank.push_back({{"rank", pr.rank},
-                        {"arrivals", pr.arrivals},
-                        {"last_count", pr.last},
-                        {"last_share", pr.last_share},
-                        {"last_share_threshold", pr.last_share_threshold},
-                        {"blame_ms", ms(pr.blame_ns)},
-                        {"waited_ms", ms(pr.waited_ns)}});
-  json slow = json::array();
-  for (const SlowCollective& s : c.slow)
-    slow.push_back({{"func", m.strings.at(s.func)},
-                    {"seq", s.seq},
-                    {"bytes", s.bytes},
-                    {"last_arrival_ns", s.last_arrival_ns},
-                    {"transfer_ms", ms(s.transfer_ns)},
-                    {"algbw_gbps", s.algbw_gbps},
-                    {"busbw_gbps", s.busbw_gbps},
-                    {"median_busbw_gbps", s.median_busbw_gbps},
-                    {"last_ranks", s.last_ranks}});
-  return {{"id", m.strings.at(c.comm)},
-          {"name", c.name != StringTable::kNone ? json(m.strings.at(c.name)) : json(nullptr)},
-          {"nranks", c.nranks},
-          {"ranks", c.ranks},
-          {"collectives", c.collectives},
-          {"incomplete", c.incomplete},
-          {"suspect", c.suspect},
-          {"shifted", c.shifted},
-          {"arrivals", c.arrivals},
-          {"p2p_pairs", c.p2p_pairs},
-          {"host_timed", c.host_timed},
-          {"seq_gaps", c.seq_gaps},
-          {"last_share_threshold", c.last_share_threshold},
-          {"per_rank", per_rank},
-          {"slow_count", c.slow_count},
-          {"slow", slow}};
+void write_comm_member(JsonWriter& w, const CommSummary::PerRank& pr) {
+  w.begin_object();
+  w.field("arrivals", pr.arrivals)
+      .field("blame_ms", ms(pr.blame_ns))
+      .field("last_count", pr.last)
+      .field("last_share", pr.last_share)
+      .field("last_share_threshold", pr.last_share_threshold)
+      .field("rank", pr.rank)
+      .field("waited_ms", ms(pr.waited_ns));
+  w.end_object();
 }
 
-json worst_wait_json(const RunModel& m, const CollectiveDetail& d) {
-  std::vector<double> arrival_ms, wait_ms;
-  for (double v : d.arrival_ns) arrival_ms.push_back(ms(v));
-  for (double v : d.wait_ns) wait_ms.push_back(ms(v));
-  return {{"comm", m.strings.at(d.comm)},
-          {"func", m.strings.at(d.func)},
-          {"seq", d.seq},
-          {"ops", d.ops},
-          {"p2p", d.p2p},
-          {"host_timed", d.host_timed},
-          {"bytes", d.bytes},
-          {"first_arrival_ns", d.first_arrival_ns},
-          {"ranks", d.ranks},
-          {"arrival_ms", arrival_ms},
-          {"wait_ms", wait_ms},
-          {"last_ranks", d.last_ranks},
-          {"blamed_ranks", d.blamed_ranks},
-          {"total_wait_ms", ms(d.total_wait_ns)},
-          {"transfer_ms", ms(d.transfer_ns)},
-          {"algbw_gbps", d.algbw_gbps},
-          {"busbw_gbps", d.busbw_gbps}};
+void write_slow_collective(JsonWriter& w, const RunModel& m, const SlowCollective& s) {
+  w.begin_object();
+  w.field("algbw_gbps", s.algbw_gbps)
+      .field("busbw_gbps", s.busbw_gbps)
+      .field("bytes", s.bytes)
+      .field("func", m.strings.at(s.func))
+      .field("last_arrival_ns", s.last_arrival_ns)
+      .field("last_ranks", s.last_ranks)
+      .field("median_busbw_gbps", s.median_busbw_gbps)
+      .field("seq", s.seq)
+      .field("transfer_ms", ms(s.transfer_ns));
+  w.end_object();
+}
+
+void write_communicator(JsonWriter& w, const RunModel& m, const CommSummary& c) {
+  w.begin_object();
+  w.field("arrivals", c.arrivals)
+      .field("collectives", c.collectives)
+      .field("host_timed", c.host_timed)
+      .field("id", m.strings.at(c.comm))
+      .field("incomplete", c.incomplete)
+      .field("last_share_threshold", c.last_share_threshold);
+  w.key("name");
+  if (c.name != StringTable::kNone)
+    w.value(m.strings.at(c.name));
+  else
+    w.null();
+  w.field("nranks", c.nranks).field("p2p_pairs", c.p2p_pairs);
+  w.key("per_rank").parallel_array(c.per_rank.size(), [&](size_t i, JsonWriter& e) { write_comm_member(e, c.per_rank[i]); });
+  w.field("ranks", c.ranks).field("seq_gaps", c.seq_gaps).field("shifted", c.shifted);
+  w.key("slow").parallel_array(c.slow.size(), [&](size_t i, JsonWriter& e) { write_slow_collective(e, m, c.slow[i]); });
+  w.field("slow_count", c.slow_count).field("suspect", c.suspect);
+  w.end_object();
+}
+
+void write_ms_array(JsonWriter& w, const std::vector<double>& ns) {
+  w.begin_array();
+  for (double v : ns) w.value(ms(v));
+  w.end_array();
+}
+
+void write_worst_wait(JsonWriter& w, const RunModel& m, const CollectiveDetail& d) {
+  w.begin_object();
+  w.field("algbw_gbps", d.algbw_gbps);
+  write_ms_array(w.key("arrival_ms"), d.arrival_ns);
+  w.field("blamed_ranks", d.blamed_ranks)
+      .field("busbw_gbps", d.busbw_gbps)
+      .field("bytes", d.bytes)
+      .field("comm", m.strings.at(d.comm))
+      .field("first_arrival_ns", d.first_arrival_ns)
+      .field("func", m.strings.at(d.func))
+      .field("host_timed", d.host_timed)
+      .field("last_ranks", d.last_ranks)
+      .field("ops", d.ops)
+      .field("p2p", d.p2p)
+      .field("ranks", d.ranks)
+      .field("seq", d.seq)
+      .field("total_wait_ms", ms(d.total_wait_ns))
+      .field("transfer_ms", ms(d.transfer_ns));
+  write_ms_array(w.key("wait_ms"), d.wait_ns);
+  w.end_object();
 }
 
 }  // namespace
 
-json render_comm_json(const RunModel& run, const CommReport& rep) {
+void write_comm_json(JsonWriter& w, const RunModel& run, const CommReport& rep) {
   const RunModel& m = comm_strings(run, rep);
-  json j;
-  j["source"] = rep.source;  // "nccl", or "host": collectives timed on the host (issue 25)
-  j["ops"] = rep.ops;
-  j["collectives"] = rep.matched;
-  j["incomplete"] = rep.incomplete;
-  j["p2p"] = rep.p2p;
-  j["suspect"] = rep.suspect;
-  j["shifted"] = rep.shifted;
-  j["arrivals"] = rep.arrivals;
-  j["p2p_pairs"] = rep.p2p_pairs;
-  j["host_timed"] = rep.host_timed;
-  j["criteria"] = criteria_json(rep.options);
-  j["clock"] = clock_json(rep.clock);
-  json ranks = json::array();
-  for (const CommRankStats& r : rep.ranks) ranks.push_back(rank_json(r));
-  j["ranks"] = std::move(ranks);
-  json comms = json::array();
-  for (const CommSummary& c : rep.comms) comms.push_back(communicator_json(m, c));
-  j["communicators"] = std::move(comms);
-  json worst = json::array();
-  for (const CollectiveDetail& d : rep.worst) worst.push_back(worst_wait_json(m, d));
-  j["worst_waits"] = std::move(worst);
-  return j;
+  JsonObjectParts j;
+  j.add("source", rep.source);  // "nccl", or "host": collectives timed on the host (issue 25)
+  j.add("ops", rep.ops);
+  j.add("collectives", rep.matched);
+  j.add("incomplete", rep.incomplete);
+  j.add("p2p", rep.p2p);
+  j.add("suspect", rep.suspect);
+  j.add("shifted", rep.shifted);
+  j.add("arrivals", rep.arrivals);
+  j.add("p2p_pairs", rep.p2p_pairs);
+  j.add("host_timed", rep.host_timed);
+  j.add("criteria", criteria_json(rep.options));
+  j.add("clock", clock_json(rep.clock));  // per host: small
+  j.add_written("ranks", [&](JsonWriter& a) {
+    a.parallel_array(rep.ranks.size(), [&](size_t i, JsonWriter& e) { write_comm_rank(e, rep.ranks[i]); });
+  });
+  // Serially: one communicator may hold every rank, its members then written on every core.
+  j.add_written("communicators", [&](JsonWriter& a) {
+    a.begin_array();
+    for (const CommSummary& c : rep.comms) write_communicator(a, m, c);
+    a.end_array();
+  });
+  j.add_written("worst_waits", [&](JsonWriter& a) {
+    a.begin_array();
+    for (const CollectiveDetail& d : rep.worst) write_worst_wait(a, m, d);
+    a.end_array();
+  });
+  j.write(w);
+}
+
+json render_comm_json(const RunModel& run, const CommReport& rep) {
+  return parsed([&](JsonWriter& w) { write_comm_json(w, run, rep); });
 }
 
 }  // namespace laggard::report

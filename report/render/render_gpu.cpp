@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "json_values.h"
+#include "json_text.h"
 #include "score_text.h"
 #include "text_lists.h"
 #include "units.h"
@@ -21,19 +21,6 @@ std::string score_str(const std::optional<double>& s, double threshold) { return
 std::string shorten(std::string s, size_t max) {
   if (s.size() <= max) return s;
   return s.substr(0, max - 3) + "...";
-}
-
-json score_json(const GpuScore& s) {
-  return {{"kernels", s.kernels},
-          {"kernel_ms", ms(s.kernel_ns)},
-          {"relative_score", json_or_null(s.relative)},
-          {"individual_score", json_or_null(s.individual)}};
-}
-
-json sections_json(const std::map<std::string, GpuScore>& m) {
-  json o = json::object();
-  for (const auto& [name, s] : m) o[name] = score_json(s);
-  return o;
 }
 
 const char* kind_name(GpuKind k) {
@@ -194,48 +181,66 @@ void render_gpu_text(const RunModel&, const GpuScoreReport& gpu, std::ostream& o
   top_kernels_text(gpu, top, out);
 }
 
-json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
-  json j;
-  j["any"] = gpu.any;
-  json ranks = json::array();
-  for (const RankGpu& r : gpu.ranks)
-    ranks.push_back({{"rank", r.rank},
-                     {"host", r.host},
-                     {"cupti", r.cupti_status.empty() ? json(nullptr) : json(r.cupti_status)},
-                     {"has_data", r.has_data},
-                     {"windows", r.windows},
-                     {"sampled_windows", r.sampled_windows},
-                     {"kernels", r.kernel_count},
-                     {"kernel_ms", ms(r.kernel_ns)},
-                     {"nccl_kernels", r.nccl_count},
-                     {"nccl_ms", ms(r.nccl_ns)},
-                     {"memcpy_count", r.memcpy_count},
-                     {"memcpy_ms", ms(r.memcpy_ns)},
-                     {"memset_count", r.memset_count},
-                     {"memset_ms", ms(r.memset_ns)},
-                     {"graph_kernels", r.graph_count},
-                     {"relative_score", json_or_null(r.score.relative)},
-                     {"individual_score", json_or_null(r.score.individual)},
-                     {"completeness", r.completeness},
-                     {"records", r.records},
-                     {"lost_records", r.lost},
-                     {"unmatched_correlation", r.unmatched},
-                     {"buffer_full", r.buffer_full},
-                     {"missed_launches", r.missed_launches},
-                     {"sections", sections_json(r.sections)}});
-  j["ranks"] = std::move(ranks);
-  json windows = json::array();
-  for (size_t k = 0; k < gpu.windows.size(); ++k) {
-    json rs = json::array();
-    for (const GpuWindowRank& wr : gpu.windows[k])
-      rs.push_back({{"rank", wr.rank},
-                    {"relative_score", json_or_null(wr.score.relative)},
-                    {"individual_score", json_or_null(wr.score.individual)},
-                    {"kernels", wr.score.kernels},
-                    {"sections", sections_json(wr.sections)}});
-    windows.push_back({{"index", k}, {"ranks", rs}});
-  }
-  j["windows"] = std::move(windows);
+namespace {
+
+void write_gpu_score(JsonWriter& w, const GpuScore& s) {
+  w.begin_object();
+  w.field("individual_score", s.individual)
+      .field("kernel_ms", ms(s.kernel_ns))
+      .field("kernels", s.kernels)
+      .field("relative_score", s.relative);
+  w.end_object();
+}
+
+void write_gpu_sections(JsonWriter& w, const std::map<std::string, GpuScore>& m) {
+  w.begin_object();
+  for (const auto& [name, s] : m) write_gpu_score(w.key(name), s);
+  w.end_object();
+}
+
+// Keys sorted, as nlohmann's std::map gives them (the writer checks).
+void write_gpu_rank(JsonWriter& w, const RankGpu& r) {
+  w.begin_object();
+  w.field("buffer_full", r.buffer_full).field("completeness", r.completeness);
+  w.key("cupti");
+  if (r.cupti_status.empty())
+    w.null();
+  else
+    w.value(r.cupti_status);
+  w.field("graph_kernels", r.graph_count)
+      .field("has_data", r.has_data)
+      .field("host", r.host)
+      .field("individual_score", r.score.individual)
+      .field("kernel_ms", ms(r.kernel_ns))
+      .field("kernels", r.kernel_count)
+      .field("lost_records", r.lost)
+      .field("memcpy_count", r.memcpy_count)
+      .field("memcpy_ms", ms(r.memcpy_ns))
+      .field("memset_count", r.memset_count)
+      .field("memset_ms", ms(r.memset_ns))
+      .field("missed_launches", r.missed_launches)
+      .field("nccl_kernels", r.nccl_count)
+      .field("nccl_ms", ms(r.nccl_ns))
+      .field("rank", r.rank)
+      .field("records", r.records)
+      .field("relative_score", r.score.relative)
+      .field("sampled_windows", r.sampled_windows);
+  write_gpu_sections(w.key("sections"), r.sections);
+  w.field("unmatched_correlation", r.unmatched).field("windows", r.windows);
+  w.end_object();
+}
+
+void write_gpu_window_rank(JsonWriter& w, const GpuWindowRank& wr) {
+  w.begin_object();
+  w.field("individual_score", wr.score.individual)
+      .field("kernels", wr.score.kernels)
+      .field("rank", wr.rank)
+      .field("relative_score", wr.score.relative);
+  write_gpu_sections(w.key("sections"), wr.sections);
+  w.end_object();
+}
+
+json top_kernels_json(const GpuScoreReport& gpu) {
   json top = json::object();
   for (const auto& [section, kernels] : gpu.top_kernels) {
     json list = json::array();
@@ -249,8 +254,30 @@ json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
                       {"ranks", k.ranks}});
     top[section] = std::move(list);
   }
-  j["top_kernels"] = std::move(top);
-  return j;
+  return top;
+}
+
+}  // namespace
+
+void write_gpu_json(JsonWriter& w, const GpuScoreReport& gpu) {
+  w.begin_object();
+  w.field("any", gpu.any);
+  w.key("ranks").parallel_array(gpu.ranks.size(), [&](size_t i, JsonWriter& e) { write_gpu_rank(e, gpu.ranks[i]); });
+  w.field("top_kernels", top_kernels_json(gpu));  // a few kernels per section: small
+  w.key("windows").begin_array();
+  for (size_t k = 0; k < gpu.windows.size(); ++k) {
+    const std::vector<GpuWindowRank>& ranks = gpu.windows[k];
+    w.begin_object();
+    w.field("index", k);
+    w.key("ranks").parallel_array(ranks.size(), [&](size_t i, JsonWriter& e) { write_gpu_window_rank(e, ranks[i]); });
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+json render_gpu_json(const RunModel&, const GpuScoreReport& gpu) {
+  return parsed([&](JsonWriter& w) { write_gpu_json(w, gpu); });
 }
 
 }  // namespace laggard::report

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_scores.h"
+#include "json_text.h"
 #include "model.h"
 
 namespace laggard::report {
@@ -15,6 +16,9 @@ namespace laggard::report {
 // scores near a threshold show the digits that decide (score_text.h).
 void render_gpu_text(const RunModel& model, const GpuScoreReport& gpu, std::ostream& out,
                      size_t top = static_cast<size_t>(-1), const ScoreOptions& thresholds = {});
+// The "gpu" object of the JSON report, its per-rank and per-window arrays on every core.
+void write_gpu_json(JsonWriter& w, const GpuScoreReport& gpu);
+// The same as a DOM (parsed back from the text).
 nlohmann::json render_gpu_json(const RunModel& model, const GpuScoreReport& gpu);
 
 }  // namespace laggard::report
