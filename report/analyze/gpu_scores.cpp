@@ -47,6 +47,16 @@ using KernelMap = std::vector<KernelAcc>;
 struct Scoped {
   KernelMap whole;
   std::vector<std::pair<int, KernelMap>> by_window;  // (report window, kernels), by window
+  // A rank inside one report window: that window's statistics are `whole`, not a copy (at
+  // 100,000 ranks of summaries the copies were 1 GB of the stage's peak).
+  int whole_is_window = -1;
+
+  // f(report window, kernels) for each window, in window order.
+  template <class F>
+  void each_window(F&& f) const {
+    if (whole_is_window >= 0) f(whole_is_window, whole);
+    for (const auto& [k, m] : by_window) f(k, m);
+  }
 };
 
 struct RankKernelTotals {
@@ -286,7 +296,7 @@ void gather(GpuWork& w) {
     RankBuild rb;
     std::vector<std::pair<double, double>> scratch;
     // A rank inside one report window (every rank of a short run): its window's statistics are
-    // its whole run's, the same entries in the same order, so they are folded once and copied
+    // its whole run's, the same entries in the same order, so they are folded once and shared
     // (half the sorting and folding of the stage at 10,000 ranks of summaries).
     const int only = only_window(w, w.model.ranks[ri]);
     for (const CaptureWindow& cw : w.model.ranks[ri].windows) {
@@ -296,11 +306,11 @@ void gather(GpuWork& w) {
     }
     w.acc[ri] = build_rank(w.model.strings, rb, scratch);
     if (only >= 0) {
-      auto copy_whole = [&](Scoped& sc) {
-        if (!sc.whole.empty()) sc.by_window.emplace_back(only, sc.whole);
+      auto window_is_whole = [&](Scoped& sc) {
+        if (!sc.whole.empty()) sc.whole_is_window = only;
       };
-      copy_whole(w.acc[ri].all);
-      for (auto& [name, sc] : w.acc[ri].sections) copy_whole(sc);
+      window_is_whole(w.acc[ri].all);
+      for (auto& [name, sc] : w.acc[ri].sections) window_is_whole(sc);
     }
   });
   // Counts and the run-wide kernel totals, in rank order (TopAcc counts ranks as they come).
@@ -336,8 +346,9 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
   std::vector<std::vector<const KernelMap*>> window_maps(w.nwin);
   for (size_t ri = 0; ri < w.acc.size(); ++ri)
     if (const Scoped* s = pick(ri))
-      for (const auto& [k, m] : s->by_window)
+      s->each_window([&](int k, const KernelMap& m) {
         if (!m.empty()) window_maps[k].push_back(&m);
+      });
   // The references, whole run and per window, then the ranks, each on every core: every index
   // writes only its own results (parallel.h), so the scores do not depend on the threads.
   Reference whole_ref;
@@ -354,7 +365,7 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
     whole.kernel_ns = time_of(s->whole);
     whole.relative = weighted_score(s->whole, whole_ref);
     Reference best_so_far;  // NVRx's rank historical minimum, updated before scoring
-    for (const auto& [k, m] : s->by_window) {
+    s->each_window([&](int k, const KernelMap& m) {
       for (const KernelAcc& a : m) {
         auto it = std::lower_bound(best_so_far.begin(), best_so_far.end(), a.key,
                                    [](const auto& e, const KernelKey& key) { return e.first < key; });
@@ -368,7 +379,7 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
       ws.individual = weighted_score(m, best_so_far);
       if (ws.individual) whole.individual = std::min(whole.individual.value_or(1.0), *ws.individual);
       store_window(ri, k, ws);
-    }
+    });
     store_whole(ri, whole);
   });
 }
