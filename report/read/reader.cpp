@@ -145,6 +145,14 @@ SectionWindow read_section(const json& s, int64_t window_start) {
   return sec;
 }
 
+// A window's own drop counts are read only for what they hold (the NCCL drops of
+// finish_nccl_rank, NVRx's stored-records check); the rank's cumulative ones, from its header, are
+// the ones reported. Most are 0: a map node each was 1 KB a window (issue 29: 200 MB at 100,000
+// ranks of summaries).
+void forget_zero_counts(CaptureWindow& cw) {
+  std::erase_if(cw.dropped, [](const auto& kv) { return kv.second == 0; });
+}
+
 CaptureWindow read_window(const json& w, int version, StringTable& strings, uint64_t& folded_ranges,
                           std::vector<std::string>& notes, std::string_view binary_records = {}) {
   CaptureWindow cw;
@@ -167,6 +175,7 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("window {}: {}", cw.index, e.what()));
   }
+  forget_zero_counts(cw);
   return cw;
 }
 
@@ -293,8 +302,10 @@ std::atomic<bool> fast_reader{true};
 void read_tape_window(const JsonTape& tape, size_t at, int version, StringTable& strings, Segment& s,
                       std::string_view binary_records = {}) {
   CaptureWindow cw;
-  if (fast_reader.load(std::memory_order_relaxed) && read_window_fast(tape, at, version, strings, s.folded_ranges, cw, binary_records))
+  if (fast_reader.load(std::memory_order_relaxed) && read_window_fast(tape, at, version, strings, s.folded_ranges, cw, binary_records)) {
+    forget_zero_counts(cw);
     s.windows.push_back(std::move(cw));
+  }
   else
     s.windows.push_back(read_window(tape.to_json(at), version, strings, s.folded_ranges, s.notes, binary_records));
 }
