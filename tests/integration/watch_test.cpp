@@ -15,6 +15,7 @@
 #include <functional>
 #include <cmath>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -317,11 +318,20 @@ TEST_F(Watch, ServesGpuScoresOfTheSlowRank) {
   EXPECT_NEAR(sample(text, "laggard_gpu_section_relative_score", 1, "backward"), 0.5, 1e-9) << text;
   EXPECT_NEAR(sample(text, "laggard_gpu_section_relative_score", 1, "forward"), 1.0, 1e-9) << text;
   EXPECT_NEAR(sample(text, "laggard_gpu_relative_score", 1), (400.0 + 800 + 10) / (400 + 1600 + 10), 1e-9);
-  for (int r : {0, 2}) {
-    EXPECT_NEAR(sample(text, "laggard_gpu_relative_score", r), 1.0, 1e-9) << r;
-    EXPECT_EQ(sample(text, "laggard_straggler", r), 0) << r;
+  for (int r : {0, 2}) EXPECT_NEAR(sample(text, "laggard_gpu_relative_score", r), 1.0, 1e-9) << r;
+  // The GPU findings name rank 1 alone. laggard_straggler is any finding's, and the host sections
+  // here are nothing but launch calls (tens of microseconds, no sleep): under ASan beside other
+  // tests, a rank kept from its core in a few of the 8 steps is rightly a CPU-section straggler
+  // (seen once in CI: rank 2). So the served flag is held to the report's, scope by scope as
+  // Cupti.SlowRankSectionAndGpuScoreAreFlagged holds the GPU one.
+  nlohmann::json rep = report();
+  std::set<int> gpu_named, named;
+  for (const nlohmann::json& st : rep["stragglers"]) {
+    named.insert(st["rank"].get<int>());
+    if (st["scope"] == "gpu") gpu_named.insert(st["rank"].get<int>());
   }
-  EXPECT_EQ(sample(text, "laggard_straggler", 1), 1);
+  EXPECT_EQ(gpu_named, std::set<int>{1}) << rep["stragglers"].dump();
+  for (int r : {0, 1, 2}) EXPECT_EQ(sample(text, "laggard_straggler", r), named.count(r) ? 1 : 0) << r;
 }
 
 }  // namespace
