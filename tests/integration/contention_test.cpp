@@ -67,15 +67,24 @@ TEST_F(Issue30Demo, AStepHiccupDoesNotHideTheInjectedBackward) {
   args.insert(args.end(), {"--stall", "40:0:7"});
   ProcessResult run = run_demo(4, args, 0.25);
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  // The injected fault is found however busy the machine. The hiccup's size and NVRx's per-window
+  // ranking are judged only when no other work wanted the CPUs during the run (PSI, as in
+  // straggler_test.cpp): a rank kept from its core for a few ms in the 7 hiccup steps changes both,
+  // and the report is right to say so. Under ASan in CI, beside the nice-19 builds, 1 run in 2 CI
+  // runs lost the hiccup; beside another test's pinned hogs, 3 in 26 runs failed one magnitude each
+  // (reports of those files identical before and after issue 29's report changes).
+  const bool quiet = !last_run_contended;
   const nlohmann::json rep = report();
   const nlohmann::json& f = rep["verdict"]["findings"];
   const nlohmann::json* fault = finding(f, 2, "backward", "persistent");
   ASSERT_NE(fault, nullptr) << dump(f);
   EXPECT_NE((*fault)["cause"], "cpu_contention") << dump(f);
   const nlohmann::json* hiccup = finding(f, 2, "step", "transient");
-  ASSERT_NE(hiccup, nullptr) << dump(f);
-  EXPECT_EQ((*hiccup)["first_step"], 0) << dump(f);
-  EXPECT_NEAR((*hiccup)["evidence"]["explained_by_backward_ms"].get<double>(), 5.0, 1.5) << dump(f);
+  if (quiet) {
+    ASSERT_NE(hiccup, nullptr) << dump(f);
+    EXPECT_EQ((*hiccup)["first_step"], 0) << dump(f);
+    EXPECT_NEAR((*hiccup)["evidence"]["explained_by_backward_ms"].get<double>(), 5.0, 1.5) << dump(f);
+  }
   // Every window but the first (the baseline) says how long the threads waited for a CPU: the main
   // thread and the loader thread (laggard's flush thread is left out; the loader has ended by the
   // last window), and the NVTX threads' wait tick by tick.
@@ -105,12 +114,16 @@ TEST_F(Issue30Demo, AStepHiccupDoesNotHideTheInjectedBackward) {
   for (const auto& r : nvrx["reports"]) {
     const auto& slow = r["stragglers"]["straggler_sections_relative"];
     ASSERT_TRUE(slow.contains("backward")) << r.dump();
+    bool rank2 = false;
+    for (const auto& e : slow["backward"]) rank2 |= e["rank"] == 2;
+    EXPECT_TRUE(rank2) << r.dump();
+    if (!quiet) continue;
     EXPECT_EQ(slow["backward"][0]["rank"], 2) << r.dump();
     EXPECT_NEAR(r["section_relative_perf_scores"]["backward"]["2"].get<double>(), 1 / 1.5, 0.08) << r.dump();
   }
   ProcessResult text = run_process({kLaggard, "report", out(), "--nvrx-compatible", "--nvrx-every", "10"}, clean_env());
   EXPECT_NE(text.out.find("NVRx-compatible reports"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("section backward relative: rank 2"), std::string::npos) << text.out;
+  if (quiet) EXPECT_NE(text.out.find("section backward relative: rank 2"), std::string::npos) << text.out;
 }
 
 double load_average() {
