@@ -19,9 +19,6 @@
 
 namespace laggard::report {
 
-// Exactly what out << value.dump(2) writes (the tests hold it to that).
-void write_json_indented(const nlohmann::json& value, std::ostream& out);
-
 // Writes one value in exactly the layout of nlohmann's dump(2): two spaces per level, ": " after
 // keys, ",\n" between members, empty containers as {} and [], nlohmann's escaping and numbers.
 // An object's keys must come in sorted order, as nlohmann's std::map gives them: a key out of

@@ -165,29 +165,5 @@ TEST(ScoreText, ShowsTheDigitsThatDecide) {
   EXPECT_EQ(score_text(0.7501, 0.75), "0.75");  // at or above: 0.75 is on the right side
 }
 
-// The JSON report is written member by member on several threads: the text must be exactly
-// nlohmann's dump(2) of the whole object, whatever the members hold.
-TEST(JsonText, WritesExactlyWhatDumpWrites) {
-  const nlohmann::json cases[] = {
-      nlohmann::json::object(),
-      nlohmann::json::array({1, 2}),
-      42,
-      {{"a", 1}},
-      {{"empty_object", nlohmann::json::object()}, {"empty_array", nlohmann::json::array()}, {"null", nullptr}},
-      {{"z", {{"nested", {{"deeper", {1, 2.5, "x\ny", {{"k", true}}}}}}}},
-       {"a", "multi\nline\tand \"quotes\" and \u00e9"},
-       {"m", {{"rows", nlohmann::json::array({{{"x", 1}}, {{"x", 2}}, nlohmann::json::array()})}}},
-       {"d", -0.125}, {"big", 1e300}, {"u", 18446744073709551615ull}},
-      {{"ranks", nlohmann::json::array({{{"rank", 0}, {"gpu", {{"kernels", {1, 2}}, {"none", nlohmann::json::array()}}}},
-                                        {{"rank", 1}, {"gpu", {{"kernels", nlohmann::json::array({{{"k", "v"}}})}}}}})},
-       {"four", {{"levels", {{"deep", {{"and", {{"more", {1, {{"x", {}}}}}}}}}}}}}},
-  };
-  for (const nlohmann::json& value : cases) {
-    std::ostringstream out;
-    write_json_indented(value, out);
-    EXPECT_EQ(out.str(), value.dump(2)) << value.dump();
-  }
-}
-
 }  // namespace
 }  // namespace laggard::report
