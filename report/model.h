@@ -92,24 +92,28 @@ struct GpuActivity {
 };
 
 // One GPU activity as `laggard report`'s analyses (jitter, HTA breakdown, steps) read it:
-// GpuActivity less the launch shape, bytes, copy kind, thread and API name. The reader keeps
-// these instead of GpuActivity when ReadOptions::compact_gpu asks (issue 14: 56 B per record
-// instead of 104, for tens of millions of kernels); the Chrome trace and HTML page need the rest.
+// GpuActivity less the launch shape, bytes, copy kind, thread, API name and correlation id. The
+// reader keeps these instead of GpuActivity when ReadOptions::compact_gpu asks (issue 14: 56 B per
+// record instead of 104, for tens of millions of kernels; issue 29: 48 B, the device narrowed to
+// CUDA's ordinals and the correlation id, which only broke ties in launch order, left out); the
+// Chrome trace and HTML page need the rest.
 struct GpuSpan {
   int64_t start_ns = 0, end_ns = 0;          // as GpuActivity
   int64_t api_start_ns = 0, api_end_ns = 0;  // 0: unknown
   uint32_t name = StringTable::kNone;
   uint32_t section = StringTable::kNone;
   uint32_t stream = 0;
-  uint32_t correlation = 0;
-  int32_t device = -1;
+  int16_t device = -1;  // -1: unknown; the readers refuse a device above kMaxGpuDevice
   GpuKind kind = GpuKind::kernel;
   bool nccl = false;
 };
+static_assert(sizeof(GpuSpan) == 48);
+constexpr int32_t kMaxGpuDevice = INT16_MAX;  // CUDA device ordinals are small; a file's larger one is refused
 
 inline GpuSpan span_of(const GpuActivity& a) {
-  return {a.start_ns, a.end_ns, a.api_start_ns, a.api_end_ns, a.name, a.section, a.stream, a.correlation, a.device,
-          a.kind, a.nccl};
+  const bool device_fits = a.device >= -1 && a.device <= kMaxGpuDevice;  // else made in memory, never read
+  return {a.start_ns, a.end_ns, a.api_start_ns, a.api_end_ns, a.name, a.section, a.stream,
+          static_cast<int16_t>(device_fits ? a.device : -1), a.kind, a.nccl};
 }
 
 // Per window, per (section, kernel name, grid, block): what GPU scores are computed from.

@@ -7,7 +7,8 @@
 namespace laggard::report {
 namespace {
 
-// The sampled windows' activities, in window order: GpuActivity records become owned spans,
+// The sampled windows' activities, in window order (each window's in the files' order):
+// GpuActivity records become owned spans,
 // compact ones (ReadOptions::compact_gpu) are pointed at where they are.
 void gather(const RankData& rank, GpuTimeline& g) {
   std::vector<Interval> spans;
@@ -31,11 +32,11 @@ void gather(const RankData& rank, GpuTimeline& g) {
   g.sampled = merge(std::move(spans));
 }
 
+// Files are mostly in launch order already. Equal launch times keep the files' order (spans carry
+// no correlation id to break ties with since issue 29; a CUDA graph's kernels share their launch's).
 void sort_by_launch(std::vector<const GpuSpan*>& v) {
-  auto before = [](const GpuSpan* a, const GpuSpan* b) {
-    return launch_time(*a) != launch_time(*b) ? launch_time(*a) < launch_time(*b) : a->correlation < b->correlation;
-  };
-  if (!std::is_sorted(v.begin(), v.end(), before)) std::sort(v.begin(), v.end(), before);  // files are mostly in order
+  auto before = [](const GpuSpan* a, const GpuSpan* b) { return launch_time(*a) < launch_time(*b); };
+  if (!std::is_sorted(v.begin(), v.end(), before)) std::stable_sort(v.begin(), v.end(), before);
 }
 
 // Grouping by stream without a comparison sort of every record: a stream runs its work in

@@ -22,7 +22,7 @@ struct GpuTimeline {
   GpuTimeline& operator=(const GpuTimeline&) = delete;
 
   std::vector<GpuSpan> owned;               // spans made from the rank's GpuActivity records (if any)
-  std::vector<const GpuSpan*> by_launch;    // host launch time (GPU start when unknown), then correlation
+  std::vector<const GpuSpan*> by_launch;    // host launch time (GPU start when unknown), then the files' order
   // Positions in by_launch, grouped by (device, stream) in that order, each group by GPU start
   // (ties in launch order); stream_starts: where each group begins, and by_stream.size() last.
   std::vector<uint32_t> by_stream;

@@ -245,8 +245,8 @@ void decode_json_records(const JsonTape& tape, const JsonRecords& r, int64_t win
       a.api_end_ns = a.api_start_ns + ad;
     }
     const auto tid = static_cast<uint32_t>(integer(&r.at(tape, C::tid, i), 0, UINT32_MAX));
-    a.correlation = static_cast<uint32_t>(integer(&r.at(tape, C::correlation, i), 0, UINT32_MAX));
-    a.device = static_cast<int32_t>(integer(&r.at(tape, C::device, i), -1, INT32_MAX));
+    const auto correlation = static_cast<uint32_t>(integer(&r.at(tape, C::correlation, i), 0, UINT32_MAX));
+    a.device = static_cast<decltype(a.device)>(integer(&r.at(tape, C::device, i), -1, kMaxGpuDevice));
     a.stream = static_cast<uint32_t>(integer(&r.at(tape, C::stream, i), 0, UINT32_MAX));
     const int64_t sh = integer(&r.at(tape, C::shape, i), -1, INT32_MAX);
     if (sh >= 0 && static_cast<size_t>(sh) >= r.shapes.size()) decline();
@@ -257,6 +257,7 @@ void decode_json_records(const JsonTape& tape, const JsonRecords& r, int64_t win
     const uint32_t api_name = r.first[C::api] ? record_string(r.at(tape, C::api, i), ids) : StringTable::kNone;
     if constexpr (kFull) {
       a.api_tid = tid;
+      a.correlation = correlation;
       if (sh >= 0) {
         const auto& s = r.shapes[static_cast<size_t>(sh)];
         for (size_t d = 0; d < 3; ++d) {

@@ -266,8 +266,7 @@ void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector
     }
     const auto tid = static_cast<uint32_t>(at_most(c.tid[i], UINT32_MAX, "gpu.records tid"));
     correlation += static_cast<uint32_t>(unzigzag(c.correlation[i]));
-    a.correlation = correlation;
-    a.device = static_cast<int32_t>(at_most(c.device[i], INT32_MAX, "gpu.records device")) - 1;
+    a.device = static_cast<decltype(a.device)>(at_most(c.device[i], kMaxGpuDevice + 1, "gpu.records device") - 1);
     a.stream = static_cast<uint32_t>(at_most(c.stream[i], UINT32_MAX, "gpu.records stream"));
     const uint64_t sh = c.shape[i];
     if (sh > shapes.size()) throw std::runtime_error("GPU shape index out of range");
@@ -277,6 +276,7 @@ void decode_gpu_records(BlockReader& in, int64_t window_start, const std::vector
     a.nccl = f & 1u;
     if constexpr (kFull) {
       a.api_tid = tid;
+      a.correlation = correlation;
       if (sh > 0) {
         const Shape& s = shapes[sh - 1];
         for (int d = 0; d < 3; ++d) {

@@ -166,7 +166,7 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
     }
     a.api_tid = static_cast<uint32_t>(values::integer(tid[i], 0, UINT32_MAX, "gpu.records.tid"));
     a.correlation = static_cast<uint32_t>(values::integer(corr[i], 0, UINT32_MAX, "gpu.records.correlation"));
-    a.device = static_cast<int32_t>(values::integer(device[i], -1, INT32_MAX, "gpu.records.device"));
+    a.device = static_cast<int32_t>(values::integer(device[i], -1, kMaxGpuDevice, "gpu.records.device"));
     a.stream = static_cast<uint32_t>(values::integer(stream[i], 0, UINT32_MAX, "gpu.records.stream"));
     int64_t sh = values::integer(shape[i], -1, INT32_MAX, "gpu.records.shape");
     if (sh >= 0) {

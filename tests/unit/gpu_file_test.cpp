@@ -418,7 +418,6 @@ TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
       EXPECT_EQ(compact.strings.at(s.section), full.strings.at(a.section)) << i;
     }
     EXPECT_EQ(s.stream, a.stream) << i;
-    EXPECT_EQ(s.correlation, a.correlation) << i;
     EXPECT_EQ(s.device, a.device) << i;
     EXPECT_EQ(s.kind, a.kind) << i;
     EXPECT_EQ(s.nccl, a.nccl) << i;
@@ -429,7 +428,7 @@ TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
 
 TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   using namespace laggard::report;
-  static_assert(sizeof(GpuSpan) <= 56, "the compact record is what keeps 43 M kernels under 4 GiB");
+  static_assert(sizeof(GpuSpan) <= 48, "the compact record is what keeps 43 M kernels in memory");
   GpuActivity a;
   a.start_ns = INT64_MAX - 1;
   a.end_ns = INT64_MAX;
@@ -438,8 +437,7 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   a.name = StringTable::kNone - 1;
   a.section = StringTable::kNone;
   a.stream = UINT32_MAX;
-  a.correlation = UINT32_MAX;
-  a.device = INT32_MAX;
+  a.device = kMaxGpuDevice;
   a.kind = GpuKind::memset;
   a.nccl = true;
   GpuSpan s = span_of(a);
@@ -450,8 +448,7 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   EXPECT_EQ(s.name, StringTable::kNone - 1);
   EXPECT_EQ(s.section, StringTable::kNone);
   EXPECT_EQ(s.stream, UINT32_MAX);
-  EXPECT_EQ(s.correlation, UINT32_MAX);
-  EXPECT_EQ(s.device, INT32_MAX);
+  EXPECT_EQ(s.device, kMaxGpuDevice);
   EXPECT_EQ(s.kind, GpuKind::memset);
   EXPECT_TRUE(s.nccl);
   GpuActivity low;  // the other ends: zero times (unknown launch), device -1, a plain kernel
@@ -462,6 +459,38 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   EXPECT_EQ(s.stream, 0u);
   EXPECT_EQ(s.kind, GpuKind::kernel);
   EXPECT_FALSE(s.nccl);
+  GpuActivity made;  // a record made in memory with a device no file may hold: unknown, not wrapped around
+  made.device = kMaxGpuDevice + 1;
+  EXPECT_EQ(span_of(made).device, -1);
+}
+
+// The compact record holds a device in 16 bits (issue 29): a file's device above kMaxGpuDevice
+// is refused like any value out of range, in both formats and both reading modes: the window is
+// left out with a problem naming the field, the rest of the file is kept.
+TEST(GpuFile, ADeviceAboveTheLargestOrdinalLeavesOutTheWindow) {
+  for (laggard::FileFormat format : {laggard::FileFormat::json, laggard::FileFormat::binary})
+    for (bool compact : {false, true}) {
+      TempDir tmp;
+      std::string dir = (tmp.path / "gpu1").string();
+      laggard::SegmentWriter w(dir, info(), 30);
+      w.set_format(format);
+      laggard::WindowSnapshot win = gpu_window();
+      win.gpu.records.device[1] = laggard::report::kMaxGpuDevice + 1;
+      ASSERT_EQ(w.write(win, {}, false, 0), "");
+      laggard::WindowSnapshot fine = gpu_window();
+      fine.index = win.index + 1;
+      ASSERT_EQ(w.write(fine, {}, true, 0), "");
+      laggard::report::ReadOptions opts;
+      opts.compact_gpu = compact;
+      auto m = laggard::report::read_run(dir, opts);
+      const std::string what = std::string(format == laggard::FileFormat::json ? "json" : "binary") +
+                               (compact ? ", compact" : ", full");
+      ASSERT_EQ(m.ranks.size(), 1u) << what;
+      ASSERT_EQ(m.ranks[0].windows.size(), 1u) << what;
+      EXPECT_EQ(m.ranks[0].windows[0].index, fine.index) << what;
+      ASSERT_FALSE(m.problems.empty()) << what;
+      EXPECT_NE(m.problems[0].message.find("device"), std::string::npos) << what << ": " << m.problems[0].message;
+    }
 }
 
 }  // namespace gpu_file_test

@@ -129,7 +129,7 @@ std::string describe(const rep::Segment& s, const rep::StringTable& t) {
         << int(a.copy_kind) << " " << a.nccl << a.graph << "\n";
     for (const rep::GpuSpan& a : w.gpu_spans)
       o << " span " << int(a.kind) << " " << t.at(a.name) << "|" << t.at(a.section) << " " << a.start_ns << " "
-        << a.end_ns << " " << a.api_start_ns << " " << a.api_end_ns << " " << a.correlation << " " << a.device << " "
+        << a.end_ns << " " << a.api_start_ns << " " << a.api_end_ns << " " << a.device << " "
         << a.stream << " " << a.nccl << "\n";
     for (const auto& l : w.gpu_late) o << " late " << l.window << " ", stats(l.stats);
     for (const rep::Collective& c : w.collectives)
@@ -182,7 +182,7 @@ json with_records(json f, bool api) {
     r["api_dur_ns"] = {5, -1, 3, 0};
     r["tid"] = {7, 7, 8, 4294967295u};
     r["correlation"] = {11, 12, 13, 0};
-    r["device"] = {0, 1, -1, 2147483647};
+    r["device"] = {0, 1, -1, 32767};  // the last: kMaxGpuDevice
     r["stream"] = {7, 7, 13, 0};
     r["shape"] = {0, 1, -1, 0};
     r["bytes"] = {0, 0, 4096, 0};
