@@ -188,15 +188,30 @@ struct RankStepSeries {
   int worst = 0, last = 0, with_collective = 0;
 };
 
+// One rank's kernel at a slot, as the cross-rank medians read it. Together, not one array per
+// quantity: the scatter below writes one cache line a kernel instead of four (issue 29: it was a
+// fifth of the analysis at 960 x 903 x 50).
+struct SlotValues {
+  double dur, gap, ttke, pos;
+};
+
+// The median of one quantity over a slot's values (in a scratch copy: the values keep their order).
+double median_of(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
+  thread_local std::vector<double> scratch;
+  scratch.clear();
+  for (const SlotValues* v = first; v != last; ++v) scratch.push_back(v->*quantity);
+  return median_in_place(scratch);
+}
+
 // One step's kernels on every present rank, grouped by slot: medians across ranks per slot.
 struct StepGroups {
   std::vector<uint32_t> slots;  // the slots seen in the step, by key
   std::vector<uint32_t> order;  // the same by median launch position
   std::vector<double> med_dur, med_gap, med_ttke, med_pos;  // indexed by slot id (this step's slots valid)
   // Scratch, kept between steps so that a step allocates nothing.
-  std::vector<double> dur, gap, ttke, pos;
-  std::vector<uint32_t> start;  // per slot: where its values begin in dur, gap, ttke, pos
-  size_t total = 0;             // values in each of them
+  std::vector<SlotValues> values;
+  std::vector<uint32_t> start;  // per slot: where its values begin in `values`
+  size_t total = 0;             // values in it
   uint32_t end_of(uint32_t s, size_t nslots) const { return s + 1 < nslots ? start[s + 1] : uint32_t(total); }
   struct Chunk {                // a run of present ranks, grouped on one core
     size_t first, last;         // positions in `present`
@@ -266,16 +281,12 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
   });
   const size_t total = place_slots(nslots, g);
   note_slot_kinds(slots, g);
-  for (auto* v : {&g.dur, &g.gap, &g.ttke, &g.pos}) v->resize(total);
+  g.values.resize(total);
   parallel_for(g.chunks.size(), [&](size_t c) {
     StepGroups::Chunk& ch = g.chunks[c];
     for (size_t i = ch.first; i < ch.last; ++i)
       for (const Obs& o : obs[present[i]]) {
-        const uint32_t at = ch.at[o.slot]++;
-        g.dur[at] = o.dur;
-        g.gap[at] = o.gap;
-        g.ttke[at] = o.ttke;
-        g.pos[at] = o.pos;
+        g.values[ch.at[o.slot]++] = {o.dur, o.gap, o.ttke, double(o.pos)};
       }
   });
   g.total = total;
@@ -284,10 +295,11 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
   parallel_for(g.slots.size(), [&](size_t i) {
     const uint32_t s = g.slots[i];
     const uint32_t lo = g.start[s], hi = g.end_of(s, nslots);
-    g.med_dur[s] = median_in_place(g.dur.data() + lo, g.dur.data() + hi);
-    g.med_gap[s] = median_in_place(g.gap.data() + lo, g.gap.data() + hi);
+    const SlotValues *first = g.values.data() + lo, *last = g.values.data() + hi;
+    g.med_dur[s] = median_of(first, last, &SlotValues::dur);
+    g.med_gap[s] = median_of(first, last, &SlotValues::gap);
     g.med_ttke[s] = kNotYet;
-    g.med_pos[s] = median_in_place(g.pos.data() + lo, g.pos.data() + hi);
+    g.med_pos[s] = median_of(first, last, &SlotValues::pos);
   });
   g.slots = slots.by_key(std::move(g.slots));
   g.order = g.slots;
@@ -432,7 +444,8 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
 
 // The cross-rank TTKE median at a slot, taken the first time it is asked for in this step.
 double median_ttke(StepGroups& g, uint32_t s, size_t nslots) {
-  if (std::isnan(g.med_ttke[s])) g.med_ttke[s] = median_in_place(g.ttke.data() + g.start[s], g.ttke.data() + g.end_of(s, nslots));
+  if (std::isnan(g.med_ttke[s]))
+    g.med_ttke[s] = median_of(g.values.data() + g.start[s], g.values.data() + g.end_of(s, nslots), &SlotValues::ttke);
   return g.med_ttke[s];
 }
 
