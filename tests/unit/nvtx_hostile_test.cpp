@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -423,9 +424,28 @@ TEST_F(NvtxHostile, PauseAndResumeFlippingUnderConcurrentThreads) {
       }
       for (nvtxRangeId_t id : open) end(id);
     });
+  // Each switch waits until the rank's files show it applied: the flush thread reads the control
+  // file at most 4 times a second, later under a sanitizer beside other builds, and a fixed 300 ms
+  // per state let a pause and its resume land between two reads (TSan in CI: 3 pauses of 4 seen).
+  auto wait_for = [&](uint64_t pause_seq, bool paused) {
+    for (int i = 0; i < 600; ++i) {  // 15 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      try {
+        const auto m = laggard::report::read_run(run.string());
+        for (const auto& p : m.ranks.at(0).paused)
+          if (p.seq == pause_seq && p.ongoing == paused) return;
+      } catch (const std::exception&) {  // no file yet
+      }
+    }
+    ADD_FAILURE() << "pause " << pause_seq << (paused ? " never applied" : " never over");
+  };
+  std::vector<uint64_t> pauses;
   for (int flip = 0; flip < 8; ++flip) {
-    control(flip % 2 ? "resume" : "pause");
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // each switch seen by a poll
+    const bool pause = flip % 2 == 0;
+    control(pause ? "pause" : "resume");
+    if (pause) pauses.push_back(seq);
+    wait_for(pauses.back(), pause);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ranges pushed on one side, popped on the other
   }
   control("resume");
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -452,6 +472,10 @@ TEST_F(NvtxHostile, PauseAndResumeFlippingUnderConcurrentThreads) {
   size_t paused_spans = 0;
   for (const auto& w : m.ranks[0].windows) paused_spans += w.paused.size();
   EXPECT_GE(paused_spans, 4u);  // the pauses happened while the threads ran
+  for (uint64_t p : pauses)
+    EXPECT_TRUE(std::any_of(m.ranks[0].paused.begin(), m.ranks[0].paused.end(),
+                            [&](const laggard::report::PausedPeriod& x) { return x.seq == p && !x.ongoing; }))
+        << "pause " << p;
 }
 
 }  // namespace
