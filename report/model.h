@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -221,7 +222,12 @@ struct CaptureWindow {
   std::vector<KernelWindowStats> kernel_stats;
   std::vector<LateKernelStats> gpu_late;  // v5: moved into their windows' kernel_stats when read
   std::vector<GpuActivity> gpu;
-  std::vector<GpuSpan> gpu_spans;  // instead of gpu, read with ReadOptions::compact_gpu
+  // Instead of gpu, read with ReadOptions::compact_gpu: while a file is read, and in models made in
+  // memory. The reader then moves a file's spans into one array, its rank's span_chunks[gpu_spans_chunk],
+  // where this window's are gpu_spans_count records from gpu_spans_first: read them through
+  // RankData::spans_of (issue 29: a rank's records in one array need no pointer each in the analyses).
+  std::vector<GpuSpan> gpu_spans;
+  uint32_t gpu_spans_chunk = 0, gpu_spans_first = 0, gpu_spans_count = 0;
   bool gpu_sampled = false;
   // Schema v4 (docs/schema.md, "Version 4: CUPTI"): empty / 0 in older files.
   uint64_t gpu_launches = 0;        // launch callbacks seen while GPU capture was on
@@ -276,6 +282,16 @@ struct RankData {
   std::string nccl_status;          // capture.nccl: "on" (offered to NCCL), "off: why"; empty before version 3
   int64_t nccl_gpu_shift_ns = 0;    // fallback shift applied to this GPU's NCCL times (0: none)
   std::vector<CaptureWindow> windows;  // sorted by index
+  // The windows' compact GPU spans, one array per file, each in the file's order (see CaptureWindow::
+  // gpu_spans). A window left out after reading leaves its spans here, unreferenced.
+  std::vector<std::vector<GpuSpan>> span_chunks;
+  std::span<const GpuSpan> spans_of(const CaptureWindow& w) const {
+    if (!w.gpu_spans.empty() || !w.gpu_spans_count) return w.gpu_spans;
+    if (w.gpu_spans_chunk >= span_chunks.size()) return {};  // a window moved to another rank: none of its own
+    const std::vector<GpuSpan>& chunk = span_chunks[w.gpu_spans_chunk];
+    if (size_t(w.gpu_spans_first) + w.gpu_spans_count > chunk.size()) return {};
+    return std::span<const GpuSpan>(chunk).subspan(w.gpu_spans_first, w.gpu_spans_count);
+  }
   std::vector<std::string> files;
   std::vector<PausedPeriod> paused;  // version 5: the windows' paused parts, joined across windows
   int64_t import_time_base_ns = -1;  // version 4, imported Kineto trace: its baseTimeNanoseconds (0: none); -1: not imported

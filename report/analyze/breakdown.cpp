@@ -70,7 +70,10 @@ struct Covers {
 
 Covers covers_of(const GpuTimeline& g) {
   std::vector<Interval> c, n, m;
-  for (const GpuSpan* a : g.by_launch) (is_compute(*a) ? c : a->nccl ? n : m).push_back({a->start_ns, a->end_ns});
+  for (size_t i = 0; i < g.size(); ++i) {
+    const GpuSpan& a = g.at(i);
+    (is_compute(a) ? c : a.nccl ? n : m).push_back({a.start_ns, a.end_ns});
+  }
   Covers out;
   out.compute = Cover(merge(std::move(c)));
   out.comm = Cover(merge(std::move(n)));
@@ -144,7 +147,7 @@ class IdleIndex {
     const GpuTimeline* g;
     size_t first, n;  // its activities by start: by_stream[first, first + n)
     size_t lpe;       // where its lowest_prev_end starts
-    const GpuSpan& act(size_t i) const { return *g->by_launch[g->by_stream[first + i]]; }
+    const GpuSpan& act(size_t i) const { return g->at(g->by_stream[first + i]); }
   };
   std::vector<int64_t> lowest_prev_end_;
   std::vector<Stream> streams_;
@@ -193,7 +196,8 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   touched_kernels.clear();
   RankBreakdown& rb = part.rb;
   std::vector<double> delays, runtimes;
-  for (const GpuSpan* a : g.by_launch) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    const GpuSpan* a = &g.at(i);
     const double dur = double(a->end_ns - a->start_ns);
     const char* type = type_of(*a);
     const int kind = is_compute(*a) ? 0 : a->nccl ? 1 : 2;

@@ -13,6 +13,20 @@
 
 namespace laggard::report {
 
+namespace {
+
+// Drops the window's compact GPU spans `drop` says, wherever they are kept (RankData::spans_of):
+// in its rank's array the kept ones move to the front of the window's range.
+template <class Drop>
+void erase_spans_if(RankData& r, CaptureWindow& w, Drop drop) {
+  std::erase_if(w.gpu_spans, drop);
+  if (!w.gpu_spans_count) return;
+  GpuSpan* first = r.span_chunks[w.gpu_spans_chunk].data() + w.gpu_spans_first;
+  w.gpu_spans_count = static_cast<uint32_t>(std::remove_if(first, first + w.gpu_spans_count, drop) - first);
+}
+
+}  // namespace
+
 std::set<int> parse_rank_list(const std::string& text) {
   std::set<int> out;
   std::stringstream ss(text);
@@ -76,7 +90,7 @@ RunModel apply_cut(const RunModel& model, const Cut& cut) {
         std::erase_if(w.gpu, [&](const GpuActivity& a) {
           return a.section == StringTable::kNone || !keep(model.strings.at(a.section));
         });
-        std::erase_if(w.gpu_spans, [&](const GpuSpan& a) {
+        erase_spans_if(copy, w, [&](const GpuSpan& a) {
           return a.section == StringTable::kNone || !keep(model.strings.at(a.section));
         });
         std::erase_if(w.kernel_stats, [&](const KernelWindowStats& k) {
@@ -124,7 +138,7 @@ void cut_rank_to(RankData& r, int64_t t0, int64_t t1) {
     w.end_ns = std::min(w.end_ns, t1);
     std::erase_if(w.sections, [&](SectionWindow& s) { return !cut_section(s, t0, t1); });
     std::erase_if(w.gpu, [&](const GpuActivity& a) { return a.start_ns < t0 || a.start_ns > t1; });
-    std::erase_if(w.gpu_spans, [&](const GpuSpan& a) { return a.start_ns < t0 || a.start_ns > t1; });
+    erase_spans_if(r, w, [&](const GpuSpan& a) { return a.start_ns < t0 || a.start_ns > t1; });
     std::erase_if(w.collectives, [&](const Collective& c) {
       const int64_t t = c.gpu_start_ns ? c.gpu_start_ns : c.upload_start_ns;  // upload: only without GPU time
       return t < t0 || t > t1;

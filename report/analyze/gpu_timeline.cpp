@@ -1,42 +1,66 @@
 #include "gpu_timeline.h"
 
 #include <algorithm>
+#include <span>
 
 #include "parallel.h"
 
 namespace laggard::report {
 namespace {
 
+bool launched_before(const GpuSpan& a, const GpuSpan& b) { return launch_time(a) < launch_time(b); }
+
+// Where the sampled windows' compact spans lie, in window order: one run of one array, or not.
+struct SpanRun {
+  const GpuSpan* first = nullptr;
+  const GpuSpan* last = nullptr;
+  bool one = true;
+  void add(std::span<const GpuSpan> s) {
+    if (s.empty()) return;
+    if (!first) first = s.data(), last = s.data();
+    one &= s.data() == last;
+    last = s.data() + s.size();
+  }
+};
+
 // The sampled windows' activities, in window order (each window's in the files' order):
-// GpuActivity records become owned spans,
-// compact ones (ReadOptions::compact_gpu) are pointed at where they are.
+// GpuActivity records become owned spans, compact ones (ReadOptions::compact_gpu) are read where
+// they are. In launch order already and in one array (the usual case: files are written in that
+// order), they need no pointer each.
 void gather(const RankData& rank, GpuTimeline& g) {
-  std::vector<Interval> spans;
-  size_t n = 0, owned = 0;
+  std::vector<Interval> sampled;
+  size_t spans = 0, owned = 0;
+  SpanRun run;
   for (const CaptureWindow& w : rank.windows)
     if (w.gpu_sampled) {
-      n += w.gpu.size() + w.gpu_spans.size();
+      const std::span<const GpuSpan> s = rank.spans_of(w);
+      spans += s.size();
       owned += w.gpu.size();
+      run.add(s);
+      sampled.push_back({w.start_ns, w.end_ns});
     }
-  g.owned.reserve(owned);  // never reallocated below: by_launch points into it
-  g.by_launch.reserve(n);
+  g.sampled = merge(std::move(sampled));
+  g.count = spans + owned;
+  g.owned.reserve(owned);  // never reallocated below: in_order and by_launch point into it
+  for (const CaptureWindow& w : rank.windows)
+    if (w.gpu_sampled)
+      for (const GpuActivity& a : w.gpu) g.owned.push_back(span_of(a));
+  const GpuSpan* one = owned == g.count ? g.owned.data() : spans == g.count && run.one ? run.first : nullptr;
+  if (one && std::is_sorted(one, one + g.count, launched_before)) {
+    g.in_order = one;
+    return;
+  }
+  g.by_launch.reserve(g.count);
+  size_t next_owned = 0;
   for (const CaptureWindow& w : rank.windows) {
     if (!w.gpu_sampled) continue;
-    spans.push_back({w.start_ns, w.end_ns});
-    for (const GpuActivity& a : w.gpu) {
-      g.owned.push_back(span_of(a));
-      g.by_launch.push_back(&g.owned.back());
-    }
-    for (const GpuSpan& a : w.gpu_spans) g.by_launch.push_back(&a);
+    for (size_t i = 0; i < w.gpu.size(); ++i) g.by_launch.push_back(&g.owned[next_owned++]);
+    for (const GpuSpan& a : rank.spans_of(w)) g.by_launch.push_back(&a);
   }
-  g.sampled = merge(std::move(spans));
-}
-
-// Files are mostly in launch order already. Equal launch times keep the files' order (spans carry
-// no correlation id to break ties with since issue 29; a CUDA graph's kernels share their launch's).
-void sort_by_launch(std::vector<const GpuSpan*>& v) {
-  auto before = [](const GpuSpan* a, const GpuSpan* b) { return launch_time(*a) < launch_time(*b); };
-  if (!std::is_sorted(v.begin(), v.end(), before)) std::stable_sort(v.begin(), v.end(), before);
+  // Equal launch times keep the files' order (spans carry no correlation id to break ties with
+  // since issue 29; a CUDA graph's kernels share their launch's time).
+  std::stable_sort(g.by_launch.begin(), g.by_launch.end(),
+                   [](const GpuSpan* a, const GpuSpan* b) { return launched_before(*a, *b); });
 }
 
 // Grouping by stream without a comparison sort of every record: a stream runs its work in
@@ -51,9 +75,9 @@ struct StreamKey {
 
 // Each record's group, and the groups in (device, stream) order.
 std::vector<uint32_t> stream_groups(const GpuTimeline& g, std::vector<StreamKey>& keys) {
-  std::vector<uint32_t> group(g.by_launch.size());
+  std::vector<uint32_t> group(g.size());
   for (size_t i = 0; i < group.size(); ++i) {
-    const StreamKey k{g.by_launch[i]->device, g.by_launch[i]->stream};
+    const StreamKey k{g.at(i).device, g.at(i).stream};
     auto it = std::find(keys.begin(), keys.end(), k);  // a handful: linear is fastest
     group[i] = static_cast<uint32_t>(it - keys.begin());
     if (it == keys.end()) keys.push_back(k);
@@ -77,7 +101,7 @@ void index_streams(GpuTimeline& g) {
   std::vector<uint32_t> fill(start.begin(), start.end() - 1);
   for (uint32_t i = 0; i < group.size(); ++i) g.by_stream[fill[group[i]]++] = i;  // launch order within a group
   auto by_start = [&](uint32_t a, uint32_t b) {
-    const int64_t sa = g.by_launch[a]->start_ns, sb = g.by_launch[b]->start_ns;
+    const int64_t sa = g.at(a).start_ns, sb = g.at(b).start_ns;
     return sa != sb ? sa < sb : a < b;  // equal starts keep launch order
   };
   g.previous.assign(group.size(), GpuTimeline::kNoPrevious);
@@ -94,7 +118,6 @@ void index_streams(GpuTimeline& g) {
 GpuTimeline index_gpu(const RankData& rank) {
   GpuTimeline g;
   gather(rank, g);
-  sort_by_launch(g.by_launch);
   index_streams(g);
   return g;
 }
@@ -106,11 +129,17 @@ std::vector<GpuTimeline> index_gpu_all(const RunModel& model) {
 }
 
 std::pair<size_t, size_t> GpuTimeline::launched_in(const Step& step) const {
-  auto lo = std::lower_bound(by_launch.begin(), by_launch.end(), step.start_ns,
-                             [](const GpuSpan* a, int64_t t) { return launch_time(*a) < t; });
-  auto hi = std::lower_bound(lo, by_launch.end(), step.end_ns,
-                             [](const GpuSpan* a, int64_t t) { return launch_time(*a) < t; });
-  return {size_t(lo - by_launch.begin()), size_t(hi - by_launch.begin())};
+  auto first_at_or_after = [&](size_t lo, int64_t t) {  // positions are in launch order
+    size_t hi = count;
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (launch_time(at(mid)) < t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  const size_t lo = first_at_or_after(0, step.start_ns);
+  return {lo, first_at_or_after(lo, step.end_ns)};
 }
 
 }  // namespace laggard::report

@@ -36,7 +36,7 @@ struct CollectiveArrival {
 // One rank's GPU activities, indexed once for every step.
 struct RankIndex {
   const GpuTimeline* timeline = nullptr;  // shared with the breakdown
-  std::vector<std::pair<size_t, size_t>> steps;  // per step: its launches, positions in by_launch
+  std::vector<std::pair<size_t, size_t>> steps;  // per step: its launches, positions (GpuTimeline::at)
   std::vector<double> final_ttke;                // per step
   std::vector<CollectiveArrival> arrivals;       // per step
   // Launch-to-start delays of the kernels launched in the steps, summed up here per rank rather
@@ -48,7 +48,7 @@ void launch_delays(RankIndex& x) {
   std::vector<double> delays;
   for (auto [first, last] : x.steps)
     for (size_t i = first; i < last; ++i)
-      if (const GpuSpan& a = *x.timeline->by_launch[i]; a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
+      if (const GpuSpan& a = x.timeline->at(i); a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
   std::erase_if(delays, [](double d) { return d < 0; });  // as the per-kernel Obs: < 0 is unknown
   size_t near_zero = 0;
   for (double d : delays) near_zero += d < 10'000;
@@ -61,9 +61,9 @@ CollectiveArrival arrival_of(const RankIndex& x, const std::vector<const GpuSpan
                              std::pair<size_t, size_t> range) {
   CollectiveArrival out;
   size_t at = range.first;
-  while (at < range.second && !x.timeline->by_launch[at]->nccl) ++at;
+  while (at < range.second && !x.timeline->at(at).nccl) ++at;
   if (at == range.second) return out;
-  const GpuSpan* first = x.timeline->by_launch[at];
+  const GpuSpan* first = &x.timeline->at(at);
   auto it = std::lower_bound(nccl_by_start.begin(), nccl_by_start.end(), first,
                              [](const GpuSpan* a, const GpuSpan* b) { return a->start_ns < b->start_ns; });
   if (it == nccl_by_start.begin()) return out;
@@ -83,7 +83,7 @@ double gap_before(const GpuSpan& a, const GpuSpan* prev) {
 double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range) {
   double ttke = 0;
   for (size_t i = range.first; i < range.second; ++i) {
-    const GpuSpan& a = *x.timeline->by_launch[i];
+    const GpuSpan& a = x.timeline->at(i);
     if (!a.nccl) ttke += gap_before(a, x.timeline->previous_of(i)) + double(a.end_ns - a.start_ns);
   }
   return ttke;
@@ -93,8 +93,8 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
   RankIndex x;
   x.timeline = &timeline;
   std::vector<const GpuSpan*> nccl_by_start;
-  for (const GpuSpan* a : timeline.by_launch)
-    if (a->nccl) nccl_by_start.push_back(a);
+  for (size_t i = 0; i < timeline.size(); ++i)
+    if (timeline.at(i).nccl) nccl_by_start.push_back(&timeline.at(i));
   std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
   x.steps.reserve(nsteps);
   x.final_ttke.reserve(nsteps);
@@ -115,7 +115,7 @@ void observe(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<in
   double ttke = 0;
   int pos = 0;
   for (size_t i = range.first; i < range.second; ++i) {
-    const GpuSpan& a = *x.timeline->by_launch[i];
+    const GpuSpan& a = x.timeline->at(i);
     const double dur = double(a.end_ns - a.start_ns);
     const double gap = gap_before(a, x.timeline->previous_of(i));
     if (!a.nccl) ttke += gap + dur;
@@ -509,7 +509,7 @@ RankJitter rank_summary(const JitterRun& run, size_t r) {
   RankJitter rj;
   rj.rank = d.rank;
   rj.host = d.host;
-  if (!run.ranks[r].timeline->empty()) rj.device = run.ranks[r].timeline->by_launch.front()->device;
+  if (!run.ranks[r].timeline->empty()) rj.device = run.ranks[r].timeline->at(0).device;
   rj.median_end_divergence_ns = median(acc.end_div);
   rj.steps_worst = acc.worst;
   rj.duration_excess_ns = median(acc.dur_excess);

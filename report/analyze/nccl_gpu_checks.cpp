@@ -183,7 +183,7 @@ bool ran_nccl_kernels(const RankData& r) {
   auto nccl = [](const auto& a) { return a.nccl; };
   for (const CaptureWindow& w : r.windows)
     if (std::any_of(w.kernel_stats.begin(), w.kernel_stats.end(), nccl) ||
-        std::any_of(w.gpu.begin(), w.gpu.end(), nccl) || std::any_of(w.gpu_spans.begin(), w.gpu_spans.end(), nccl))
+        std::any_of(w.gpu.begin(), w.gpu.end(), nccl) || std::ranges::any_of(r.spans_of(w), nccl))
       return true;
   return false;
 }

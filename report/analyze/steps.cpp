@@ -37,7 +37,7 @@ std::vector<Op> collective_ops(const RankData& r) {
     for (const CaptureWindow& w : r.windows) {
       for (const GpuActivity& a : w.gpu)
         if (a.nccl) ops.push_back({a.name, a.api_start_ns ? a.api_start_ns : a.start_ns, a.end_ns});
-      for (const GpuSpan& a : w.gpu_spans)
+      for (const GpuSpan& a : r.spans_of(w))
         if (a.nccl) ops.push_back({a.name, a.api_start_ns ? a.api_start_ns : a.start_ns, a.end_ns});
     }
   std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.start_ns < b.start_ns; });

@@ -570,6 +570,20 @@ Segment parse_frame_segment(const std::string& text, const std::string& path, St
 
 void use_fast_reader(bool on) { fast_reader = on; }
 
+void consolidate_gpu_spans(Segment& s) {
+  size_t n = s.gpu_spans.size();
+  for (const CaptureWindow& w : s.windows) n += w.gpu_spans.size();
+  if (n == s.gpu_spans.size() || n > UINT32_MAX) return;  // positions are 32-bit: such a file keeps its windows' arrays
+  s.gpu_spans.reserve(n);
+  for (CaptureWindow& w : s.windows) {
+    if (w.gpu_spans.empty()) continue;
+    w.gpu_spans_first = static_cast<uint32_t>(s.gpu_spans.size());
+    w.gpu_spans_count = static_cast<uint32_t>(w.gpu_spans.size());
+    s.gpu_spans.insert(s.gpu_spans.end(), w.gpu_spans.begin(), w.gpu_spans.end());
+    std::vector<GpuSpan>().swap(w.gpu_spans);
+  }
+}
+
 Segment parse_segment_text(const std::string& text, const std::string& path, StringTable& strings) {
   if (text.empty()) throw std::runtime_error("empty file");
   if (is_frame_file(text)) return parse_frame_segment(text, path, strings);
@@ -674,7 +688,10 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
   parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
     DecodeGpuAsSpans binary_records_as_spans(opts.compact_gpu);
     parsed[i] = parse_file(files[i], opts.max_file_bytes);
-    if (opts.compact_gpu && parsed[i].segment) compact_gpu_records(parsed[i].segment->windows);  // JSON records
+    if (opts.compact_gpu && parsed[i].segment) {
+      compact_gpu_records(parsed[i].segment->windows);  // JSON records
+      consolidate_gpu_spans(*parsed[i].segment);
+    }
     progress.file_done(i);
   });
   // Strings interned in file order (ids as one thread gives them), records renumbered on every core.
@@ -808,8 +825,13 @@ RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
     r.folded_ranges += s->folded_ranges;
     r.data_end_ns = std::max(r.data_end_ns, s->data_end_ns);
     r.windows_lost = std::max(r.windows_lost, s->windows_lost);  // cumulative, like dropped
+    const auto chunk = static_cast<uint32_t>(r.span_chunks.size());
+    if (!s->gpu_spans.empty()) r.span_chunks.push_back(std::move(s->gpu_spans));
     for (auto& w : s->windows)
-      if (seen.insert(w.index).second) r.windows.push_back(std::move(w));
+      if (seen.insert(w.index).second) {
+        w.gpu_spans_chunk = chunk;  // a window left out here leaves its spans unreferenced
+        r.windows.push_back(std::move(w));
+      }
   }
   std::sort(r.windows.begin(), r.windows.end(), [](auto& a, auto& b) { return a.index < b.index; });
   return r;

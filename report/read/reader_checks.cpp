@@ -33,8 +33,16 @@ int64_t shifted(int64_t t, int64_t d) {
 void shift_rank(RankData& r, int64_t d) {
   auto shift = [d](int64_t& t) { t = shifted(t, d); };
   auto shift_known = [d](int64_t& t) { if (t) t = shifted(t, d); };  // 0: unknown, stays unknown
+  auto shift_span = [&](GpuSpan& a) {
+    shift(a.start_ns);
+    shift(a.end_ns);
+    shift_known(a.api_start_ns);
+    shift_known(a.api_end_ns);
+  };
   shift_known(r.process_start_ns);
   shift_known(r.data_end_ns);
+  for (std::vector<GpuSpan>& chunk : r.span_chunks)  // unreferenced spans too: harmless, and one pass
+    for (GpuSpan& a : chunk) shift_span(a);
   for (CaptureWindow& w : r.windows) {
     shift(w.start_ns);
     shift(w.end_ns);
@@ -50,12 +58,7 @@ void shift_rank(RankData& r, int64_t d) {
       shift_known(a.api_start_ns);
       shift_known(a.api_end_ns);
     }
-    for (GpuSpan& a : w.gpu_spans) {
-      shift(a.start_ns);
-      shift(a.end_ns);
-      shift_known(a.api_start_ns);
-      shift_known(a.api_end_ns);
-    }
+    for (GpuSpan& a : w.gpu_spans) shift_span(a);
     for (Collective& c : w.collectives) {
       shift(c.upload_start_ns);
       shift_known(c.upload_end_ns);

@@ -46,6 +46,13 @@ void remap(const IdMap& map, GpuActivity& a) {
   map(a.api_name);
 }
 
+void remap(const IdMap& map, std::vector<GpuSpan>& spans) {
+  for (GpuSpan& a : spans) {
+    map(a.name);
+    map(a.section);
+  }
+}
+
 void remap(const IdMap& map, Collective& c) {
   for (uint32_t* id : {&c.comm, &c.func, &c.datatype, &c.algo, &c.proto, &c.comm_name}) map(*id);
 }
@@ -57,10 +64,7 @@ void remap(const IdMap& map, CaptureWindow& w) {
     map(k.name);
   }
   for (GpuActivity& a : w.gpu) remap(map, a);
-  for (GpuSpan& a : w.gpu_spans) {
-    map(a.name);
-    map(a.section);
-  }
+  remap(map, w.gpu_spans);
   for (GpuActivity& a : w.stream_events) remap(map, a);
   for (Collective& c : w.collectives) remap(map, c);
   for (CaptureWindow::P2pCounts& p : w.p2p) map(p.comm);
@@ -84,6 +88,7 @@ void renumber_strings(const std::vector<uint32_t>& run_ids, Segment& s) {
   if (run_ids.empty()) return;
   const IdMap map(run_ids);
   for (CaptureWindow& w : s.windows) remap(map, w);
+  remap(map, s.gpu_spans);
 }
 
 }  // namespace laggard::report

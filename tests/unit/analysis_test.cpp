@@ -549,31 +549,31 @@ bool same_span(const GpuSpan& x, const GpuSpan& y) {
 TEST(GpuTimeline, SameFromRecordsAndSpansAndEachActivityFollowsItsStreamPredecessor) {
   const RankData full = timeline_rank(false), compact = timeline_rank(true);
   const GpuTimeline a = index_gpu(full), b = index_gpu(compact);
-  ASSERT_EQ(a.by_launch.size(), 120u);
-  ASSERT_EQ(b.by_launch.size(), 120u);
+  ASSERT_EQ(a.size(), 120u);
+  ASSERT_EQ(b.size(), 120u);
   EXPECT_EQ(a.owned.size(), 120u);
-  EXPECT_TRUE(b.owned.empty());  // compact spans are pointed at, not copied
+  EXPECT_TRUE(b.owned.empty());  // compact spans are read where they are, not copied
   EXPECT_EQ(a.previous, b.previous);
   EXPECT_EQ(a.by_stream, b.by_stream);
   EXPECT_EQ(a.stream_starts, b.stream_starts);
   for (size_t i = 0; i < 120; ++i) {
-    EXPECT_TRUE(same_span(*a.by_launch[i], *b.by_launch[i])) << i;
+    EXPECT_TRUE(same_span(a.at(i), b.at(i))) << i;
     if (i) {
-      EXPECT_LE(launch_time(*a.by_launch[i - 1]), launch_time(*a.by_launch[i])) << i;
+      EXPECT_LE(launch_time(a.at(i - 1)), launch_time(a.at(i))) << i;
     }
   }
   EXPECT_EQ(a.stream_starts.size(), 5u);  // 2 devices x 2 streams, and the end
   // Brute force: the activity right before on the same (device, stream), by start, ties by launch position.
-  for (size_t i = 0; i < a.by_launch.size(); ++i) {
-    const GpuSpan& x = *a.by_launch[i];
+  for (size_t i = 0; i < a.size(); ++i) {
+    const GpuSpan& x = a.at(i);
     long best = -1;
-    for (size_t j = 0; j < a.by_launch.size(); ++j) {
-      const GpuSpan& y = *a.by_launch[j];
+    for (size_t j = 0; j < a.size(); ++j) {
+      const GpuSpan& y = a.at(j);
       if (j == i || y.device != x.device || y.stream != x.stream) continue;
       const bool before = y.start_ns < x.start_ns || (y.start_ns == x.start_ns && j < i);
       if (!before) continue;
       if (best < 0) { best = long(j); continue; }
-      const GpuSpan& z = *a.by_launch[size_t(best)];
+      const GpuSpan& z = a.at(size_t(best));
       if (y.start_ns > z.start_ns || (y.start_ns == z.start_ns && j > size_t(best))) best = long(j);
     }
     EXPECT_EQ(a.previous[i], best < 0 ? GpuTimeline::kNoPrevious : uint32_t(best)) << i;
@@ -601,9 +601,9 @@ TEST(GpuTimeline, EqualLaunchTimesKeepTheFilesOrder) {
     r.windows.push_back(std::move(cw));
   }
   const GpuTimeline g = index_gpu(r);
-  ASSERT_EQ(g.by_launch.size(), 600u);
-  for (size_t i = 1; i < g.by_launch.size(); ++i) {
-    const GpuSpan &x = *g.by_launch[i - 1], &y = *g.by_launch[i];
+  ASSERT_EQ(g.size(), 600u);
+  for (size_t i = 1; i < g.size(); ++i) {
+    const GpuSpan &x = g.at(i - 1), &y = g.at(i);
     ASSERT_LE(x.api_start_ns, y.api_start_ns) << i;
     if (x.api_start_ns == y.api_start_ns) {
       EXPECT_LT(x.name, y.name) << i;

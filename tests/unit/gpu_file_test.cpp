@@ -12,6 +12,8 @@
 
 #include "file_builders.h"
 #include "temp_dir.h"
+#include "cut.h"
+#include "gpu_timeline.h"
 #include "reader.h"
 #include "writer.h"
 
@@ -401,13 +403,15 @@ TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
   const RunModel compact = read_run(dir, compact_opts);
   ASSERT_EQ(compact.ranks.size(), 1u);
   const CaptureWindow& f = full.ranks[0].windows[0];
-  const CaptureWindow& c = compact.ranks[0].windows[0];
-  EXPECT_TRUE(c.gpu.empty());
-  ASSERT_EQ(c.gpu_spans.size(), f.gpu.size());
-  EXPECT_EQ(c.kernel_stats.size(), f.kernel_stats.size());
+  const CaptureWindow& cw = compact.ranks[0].windows[0];
+  EXPECT_TRUE(cw.gpu.empty());
+  EXPECT_TRUE(cw.gpu_spans.empty());  // moved into the rank's array, read through spans_of
+  const std::span<const GpuSpan> c = compact.ranks[0].spans_of(cw);
+  ASSERT_EQ(c.size(), f.gpu.size());
+  EXPECT_EQ(cw.kernel_stats.size(), f.kernel_stats.size());
   for (size_t i = 0; i < f.gpu.size(); ++i) {
     const GpuActivity& a = f.gpu[i];
-    const GpuSpan& s = c.gpu_spans[i];
+    const GpuSpan& s = c[i];
     EXPECT_EQ(s.start_ns, a.start_ns) << i;
     EXPECT_EQ(s.end_ns, a.end_ns) << i;
     EXPECT_EQ(s.api_start_ns, a.api_start_ns) << i;
@@ -422,8 +426,8 @@ TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
     EXPECT_EQ(s.kind, a.kind) << i;
     EXPECT_EQ(s.nccl, a.nccl) << i;
   }
-  EXPECT_EQ(c.gpu_spans[2].kind, GpuKind::memcpy);
-  EXPECT_TRUE(c.gpu_spans[1].nccl);
+  EXPECT_EQ(c[2].kind, GpuKind::memcpy);
+  EXPECT_TRUE(c[1].nccl);
 }
 
 TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
@@ -491,6 +495,129 @@ TEST(GpuFile, ADeviceAboveTheLargestOrdinalLeavesOutTheWindow) {
       ASSERT_FALSE(m.problems.empty()) << what;
       EXPECT_NE(m.problems[0].message.find("device"), std::string::npos) << what << ": " << m.problems[0].message;
     }
+}
+
+}  // namespace gpu_file_test
+
+namespace gpu_file_test {
+
+// A sampled window of `n` kernels on two streams, written in launch order (as CUPTI's records of
+// one launching thread come), the last one launched just before the next window's first.
+laggard::WindowSnapshot launch_ordered_window(uint64_t index, int n = 6) {
+  using namespace laggard;
+  WindowSnapshot w = laggard::testing::window_at(index, kStart);
+  w.gpu.present = true;
+  w.gpu.sampled = true;
+  w.gpu.strings = {"_Z4gemmPf", "forward", "ncclDevKernel_AllReduce"};
+  for (int i = 0; i < n; ++i) {
+    const int64_t launch = w.start_ns + 1000 + i * 400;
+    laggard::testing::add_gpu_record(
+        w.gpu.records, {.kind = uint8_t(GpuRecordKind::kernel), .name = uint32_t(i % 3 == 2 ? 2 : 0), .section = 1,
+                        .start_ns = launch + 5000 - (i % 2) * 4000, .dur_ns = 300 + i, .api_start_ns = launch,
+                        .api_dur_ns = 20, .flags = uint8_t(i % 3 == 2 ? kGpuFlagNccl : 0),
+                        .correlation = uint32_t(index * 100 + i + 1), .device = 0, .stream = uint32_t(7 + i % 2)});
+  }
+  return w;
+}
+
+std::string write_ordered_run(const laggard::testing::TempDir& tmp, int windows, int windows_per_file,
+                              laggard::FileFormat format) {
+  std::string dir = (tmp.path / "ordered").string();
+  laggard::SegmentWriter w(dir, info(), windows_per_file);
+  w.set_format(format);
+  for (int i = 0; i < windows; ++i) {
+    laggard::WindowSnapshot win = launch_ordered_window(uint64_t(i));
+    EXPECT_EQ(w.write(win, {}, i + 1 == windows, 0), "");
+  }
+  return dir;
+}
+
+bool same_spans(const laggard::report::GpuTimeline& a, const laggard::report::GpuTimeline& b) {
+  if (a.size() != b.size() || a.previous != b.previous || a.by_stream != b.by_stream) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto &x = a.at(i), &y = b.at(i);
+    if (x.start_ns != y.start_ns || x.end_ns != y.end_ns || x.api_start_ns != y.api_start_ns ||
+        x.api_end_ns != y.api_end_ns || x.name != y.name || x.stream != y.stream || x.nccl != y.nccl)
+      return false;
+  }
+  return true;
+}
+
+// Issue 29: the reader keeps a file's compact records in one array, each window a range of it, and
+// the analyses' timeline reads a rank's records there when they are in launch order: no pointer a
+// record. Several files of one rank (one array each) are read through pointers. Either way the
+// timeline is the one of the full records, in both file formats.
+TEST(GpuFile, TheTimelineReadsARanksRecordsWhereTheReaderKeepsThem) {
+  using namespace laggard::report;
+  for (laggard::FileFormat format : {laggard::FileFormat::json, laggard::FileFormat::binary})
+    for (int per_file : {10, 1}) {
+      TempDir tmp;
+      const std::string dir = write_ordered_run(tmp, 4, per_file, format);
+      const std::string what = std::string(format == laggard::FileFormat::json ? "json" : "binary") +
+                               (per_file == 1 ? ", a file a window" : ", one file");
+      ReadOptions compact_opts;
+      compact_opts.compact_gpu = true;
+      const RunModel full = read_run(dir), compact = read_run(dir, compact_opts);
+      ASSERT_EQ(compact.ranks.size(), 1u) << what;
+      const RankData& r = compact.ranks[0];
+      ASSERT_EQ(r.windows.size(), 4u) << what;
+      EXPECT_EQ(r.span_chunks.size(), per_file == 1 ? 4u : 1u) << what;
+      for (const CaptureWindow& w : r.windows) {
+        EXPECT_TRUE(w.gpu_spans.empty()) << what;
+        EXPECT_EQ(r.spans_of(w).size(), 6u) << what;
+      }
+      const GpuTimeline a = index_gpu(full.ranks[0]), b = index_gpu(r);
+      EXPECT_EQ(a.size(), 24u) << what;
+      EXPECT_TRUE(same_spans(a, b)) << what;
+      if (per_file == 10) {
+        EXPECT_TRUE(b.by_launch.empty()) << what;
+        EXPECT_EQ(b.in_order, r.span_chunks[0].data()) << what;
+      } else {
+        EXPECT_EQ(b.by_launch.size(), 24u) << what;
+      }
+    }
+}
+
+// A cut (laggard report --steps, --sections) drops records inside a window's range of its rank's
+// array: what is left is what the cut leaves of the full records, window by window.
+TEST(GpuFile, ACutKeepsTheSameRecordsFromTheRanksArray) {
+  using namespace laggard::report;
+  TempDir tmp;
+  const std::string dir = write_ordered_run(tmp, 4, 10, laggard::FileFormat::binary);
+  ReadOptions compact_opts;
+  compact_opts.compact_gpu = true;
+  const RunModel full = read_run(dir), compact = read_run(dir, compact_opts);
+  StepSet steps;  // step 1 ends among window 2's records: it keeps the 2nd and 4th of them, not a prefix
+  steps.per_rank.push_back({{0, kStart, kStart + 1'000'000'000},
+                            {1, kStart + 1'000'000'000, kStart + 2'000'000'000 + 3500},
+                            {2, kStart + 2'000'000'000 + 3500, kStart + 4'000'000'000}});
+  auto expect_same = [](const RunModel& a, const RunModel& b, const char* what, size_t fewer_than) {
+    ASSERT_EQ(a.ranks.size(), 1u) << what;
+    ASSERT_EQ(b.ranks.size(), 1u) << what;
+    ASSERT_EQ(a.ranks[0].windows.size(), b.ranks[0].windows.size()) << what;
+    size_t kept = 0;
+    for (size_t i = 0; i < a.ranks[0].windows.size(); ++i) {
+      const std::vector<GpuActivity>& x = a.ranks[0].windows[i].gpu;
+      const std::span<const GpuSpan> y = b.ranks[0].spans_of(b.ranks[0].windows[i]);
+      ASSERT_EQ(x.size(), y.size()) << what << " " << i;
+      for (size_t k = 0; k < x.size(); ++k) EXPECT_EQ(x[k].start_ns, y[k].start_ns) << what << " " << i << " " << k;
+      kept += x.size();
+    }
+    EXPECT_GT(kept, 0u) << what;
+    EXPECT_LT(kept, fewer_than) << what;
+    EXPECT_TRUE(same_spans(index_gpu(a.ranks[0]), index_gpu(b.ranks[0]))) << what;
+  };
+  expect_same(cut_to_steps(full, steps, {1, 1}), cut_to_steps(compact, steps, {1, 1}), "steps 1", 24);
+  Cut sections;
+  sections.sections = "forw";
+  const RunModel kept_all = apply_cut(compact, sections);
+  EXPECT_EQ(index_gpu(kept_all.ranks[0]).size(), 24u);
+  // The section filter after a step cut: ranges already shortened are shortened again.
+  expect_same(apply_cut(cut_to_steps(full, steps, {1, 2}), sections),
+              apply_cut(cut_to_steps(compact, steps, {1, 2}), sections), "steps 1-2, sections", 24);
+  sections.sections = "^backward$";
+  const RunModel none = apply_cut(compact, sections);
+  for (const CaptureWindow& w : none.ranks[0].windows) EXPECT_TRUE(none.ranks[0].spans_of(w).empty());
 }
 
 }  // namespace gpu_file_test

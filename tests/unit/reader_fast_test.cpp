@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -127,7 +128,11 @@ std::string describe(const rep::Segment& s, const rep::StringTable& t) {
         << a.correlation << " " << a.device << " " << a.stream << " " << a.grid[0] << "," << a.grid[1] << ","
         << a.grid[2] << " " << a.block[0] << "," << a.block[1] << "," << a.block[2] << " " << a.bytes << " "
         << int(a.copy_kind) << " " << a.nccl << a.graph << "\n";
-    for (const rep::GpuSpan& a : w.gpu_spans)
+    const std::span<const rep::GpuSpan> spans =  // the window's, or its range of the file's array
+        w.gpu_spans.empty() && w.gpu_spans_count
+            ? std::span<const rep::GpuSpan>(s.gpu_spans).subspan(w.gpu_spans_first, w.gpu_spans_count)
+            : std::span<const rep::GpuSpan>(w.gpu_spans);
+    for (const rep::GpuSpan& a : spans)
       o << " span " << int(a.kind) << " " << t.at(a.name) << "|" << t.at(a.section) << " " << a.start_ns << " "
         << a.end_ns << " " << a.api_start_ns << " " << a.api_end_ns << " " << a.device << " "
         << a.stream << " " << a.nccl << "\n";
@@ -154,7 +159,10 @@ std::string read_as(const std::string& text, bool fast, bool spans = false) {
   std::string out;
   try {
     rep::Segment s = rep::parse_segment_text(text, "rank3.json", strings);
-    if (spans) rep::compact_gpu_records(s.windows);  // as the reader does after each file
+    if (spans) {  // as the reader does after each file
+      rep::compact_gpu_records(s.windows);
+      rep::consolidate_gpu_spans(s);
+    }
     out = describe(s, strings);
   } catch (const std::exception& e) {
     out = std::string("error: ") + e.what();
