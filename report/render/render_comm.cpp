@@ -387,8 +387,4 @@ void write_comm_json(JsonWriter& w, const RunModel& run, const CommReport& rep) 
   j.write(w);
 }
 
-json render_comm_json(const RunModel& run, const CommReport& rep) {
-  return parsed([&](JsonWriter& w) { write_comm_json(w, run, rep); });
-}
-
 }  // namespace laggard::report

@@ -17,7 +17,5 @@ namespace laggard::report {
 void render_comm_text(const RunModel& model, const CommReport& comm, std::ostream& out, size_t top = 10);
 // The "comm" object of the JSON report, its per-rank arrays on every core.
 void write_comm_json(JsonWriter& w, const RunModel& model, const CommReport& comm);
-// The same as a DOM (parsed back from the text).
-nlohmann::json render_comm_json(const RunModel& model, const CommReport& comm);
 
 }  // namespace laggard::report
