@@ -3,7 +3,9 @@
 // tests (synthetic), so analyses are pure functions of it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <span>
@@ -107,6 +109,7 @@ struct GpuSpan {
   int16_t device = -1;  // -1: unknown; the readers refuse a device above kMaxGpuDevice
   GpuKind kind = GpuKind::kernel;
   bool nccl = false;
+  bool operator==(const GpuSpan&) const = default;
 };
 static_assert(sizeof(GpuSpan) == 48);
 constexpr int32_t kMaxGpuDevice = INT16_MAX;  // CUDA device ordinals are small; a file's larger one is refused
@@ -116,6 +119,143 @@ inline GpuSpan span_of(const GpuActivity& a) {
   return {a.start_ns, a.end_ns, a.api_start_ns, a.api_end_ns, a.name, a.section, a.stream,
           static_cast<int16_t>(device_fits ? a.device : -1), a.kind, a.nccl};
 }
+
+// How a file's GpuSpans are kept once read (issue 29: 32 bytes a record instead of 48, so that
+// 960 x 903 x 50 kernels fit in 2 GiB). The three host and GPU lengths are 32-bit offsets from the
+// GPU start, the (device, stream) pair an index into the chunk's table. A record they cannot hold
+// exactly (a kernel or a launch queue over 4.3 s, a launch after its kernel's start, times near
+// the ends of int64, a file of over 65,536 streams) is kept whole in SpanChunk::escaped.
+struct PackedSpan {
+  static constexpr uint32_t kNoApi = UINT32_MAX;  // launch_lead_ns: host call unknown (both times 0)
+  static constexpr uint8_t kNccl = 1, kEscaped = 2;
+  int64_t start_ns = 0;
+  uint32_t name = 0, section = 0;
+  uint32_t duration_ns = 0;      // end - start; escaped: the index in SpanChunk::escaped
+  uint32_t launch_lead_ns = 0;   // start - api_start, or kNoApi
+  uint32_t api_duration_ns = 0;  // api_end - api_start
+  uint16_t stream = 0;           // (device, stream) as SpanChunk::streams[stream]
+  GpuKind kind = GpuKind::kernel;
+  uint8_t flags = 0;
+};
+static_assert(sizeof(PackedSpan) == 32);
+
+// One file's records in its order (RankData::span_chunks): packed, read back as GpuSpan values.
+struct SpanChunk {
+  struct Stream {
+    int16_t device;
+    uint32_t stream;
+    bool operator==(const Stream&) const = default;
+  };
+  std::vector<PackedSpan> packed;
+  std::vector<Stream> streams;
+  std::vector<GpuSpan> escaped;
+
+  size_t size() const { return packed.size(); }
+  bool empty() const { return packed.empty(); }
+  // Inlined: the analyses read every record several times (jitter, breakdown), and only the fields
+  // they use are then computed.
+  [[gnu::always_inline]] GpuSpan at(size_t i) const { return unpack(packed[i]); }
+  [[gnu::always_inline]] GpuSpan unpack(const PackedSpan& p) const {
+    if (p.flags & PackedSpan::kEscaped) return escaped[p.duration_ns];
+    const Stream& s = streams[p.stream];
+    const bool api = p.launch_lead_ns != PackedSpan::kNoApi;
+    const uint64_t start = static_cast<uint64_t>(p.start_ns), api_start = start - (api ? p.launch_lead_ns : 0);
+    return {p.start_ns, static_cast<int64_t>(start + p.duration_ns), api ? static_cast<int64_t>(api_start) : 0,
+            api ? static_cast<int64_t>(api_start + p.api_duration_ns) : 0, p.name, p.section, s.stream, s.device,
+            p.kind, (p.flags & PackedSpan::kNccl) != 0};
+  }
+  void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
+  void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
+  void reserve(size_t n) { packed.reserve(n); }
+
+ private:
+  static constexpr size_t kScannedStreams = 32;
+  std::unordered_map<uint64_t, uint16_t> stream_lookup;  // past kScannedStreams only
+  PackedSpan pack(const GpuSpan& a);
+  uint16_t stream_index(int16_t device, uint32_t stream, bool& fits);
+};
+
+inline uint16_t SpanChunk::stream_index(int16_t device, uint32_t stream, bool& fits) {
+  const Stream key{device, stream};
+  const uint64_t code = uint64_t(uint16_t(device)) << 32 | stream;
+  if (streams.size() <= kScannedStreams) {
+    for (size_t i = streams.size(); i-- > 0;)  // a handful, the newest most likely
+      if (streams[i] == key) return static_cast<uint16_t>(i);
+  } else if (auto it = stream_lookup.find(code); it != stream_lookup.end()) {
+    return it->second;
+  }
+  fits = streams.size() <= UINT16_MAX;
+  if (!fits) return 0;
+  streams.push_back(key);
+  if (streams.size() > kScannedStreams) {  // hostile files: no quadratic scan (built once, when crossed)
+    for (size_t i = stream_lookup.size(); i < streams.size(); ++i)
+      stream_lookup.emplace(uint64_t(uint16_t(streams[i].device)) << 32 | streams[i].stream, uint16_t(i));
+  }
+  return static_cast<uint16_t>(streams.size() - 1);
+}
+
+inline PackedSpan SpanChunk::pack(const GpuSpan& a) {
+  PackedSpan p;
+  p.start_ns = a.start_ns;
+  p.name = a.name;
+  p.section = a.section;
+  p.kind = a.kind;
+  p.flags = a.nccl ? PackedSpan::kNccl : 0;
+  const bool api = a.api_start_ns || a.api_end_ns;
+  int64_t duration = 0, lead = 0, api_duration = 0;
+  bool fits = !__builtin_sub_overflow(a.end_ns, a.start_ns, &duration) && duration >= 0 && duration <= UINT32_MAX;
+  if (api) {
+    fits &= !__builtin_sub_overflow(a.start_ns, a.api_start_ns, &lead) && lead >= 0 && lead < PackedSpan::kNoApi;
+    fits &= !__builtin_sub_overflow(a.api_end_ns, a.api_start_ns, &api_duration) && api_duration >= 0 &&
+            api_duration <= UINT32_MAX;
+  }
+  p.duration_ns = static_cast<uint32_t>(duration);
+  p.launch_lead_ns = api ? static_cast<uint32_t>(lead) : PackedSpan::kNoApi;
+  p.api_duration_ns = static_cast<uint32_t>(api_duration);
+  if (fits) p.stream = stream_index(a.device, a.stream, fits);
+  if (fits && unpack(p) == a) return p;  // exactly what it was (an api_start of 0 with a known end is not)
+  p.flags |= PackedSpan::kEscaped;
+  p.duration_ns = static_cast<uint32_t>(escaped.size());
+  escaped.push_back(a);
+  return p;
+}
+
+// A window's GpuSpans as values, wherever they are kept (RankData::spans_of): its own array, or a
+// range of its rank's SpanChunk.
+class SpanRange {
+ public:
+  SpanRange() = default;
+  SpanRange(std::span<const GpuSpan> own) : own_(own.data()), count_(own.size()) {}
+  SpanRange(const SpanChunk& chunk, size_t first, size_t count) : chunk_(&chunk), first_(first), count_(count) {}
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  GpuSpan operator[](size_t i) const { return chunk_ ? chunk_->at(first_ + i) : own_[i]; }
+  const SpanChunk* chunk() const { return chunk_; }  // null: the window's own array
+  size_t first() const { return first_; }
+
+  class iterator {
+   public:
+    using value_type = GpuSpan;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::forward_iterator_tag;
+    iterator() = default;
+    iterator(const SpanRange* r, size_t i) : r_(r), i_(i) {}
+    GpuSpan operator*() const { return (*r_)[i_]; }
+    iterator& operator++() { return ++i_, *this; }
+    iterator operator++(int) { iterator old = *this; ++i_; return old; }
+    bool operator==(const iterator& o) const { return i_ == o.i_; }
+   private:
+    const SpanRange* r_ = nullptr;
+    size_t i_ = 0;
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, count_}; }
+
+ private:
+  const GpuSpan* own_ = nullptr;
+  const SpanChunk* chunk_ = nullptr;
+  size_t first_ = 0, count_ = 0;
+};
 
 // Per window, per (section, kernel name, grid, block): what GPU scores are computed from.
 // 80 bytes: with `graph` last it was 88, and a window of bench/scale's 51 kernels took jemalloc's
@@ -284,13 +424,13 @@ struct RankData {
   std::vector<CaptureWindow> windows;  // sorted by index
   // The windows' compact GPU spans, one array per file, each in the file's order (see CaptureWindow::
   // gpu_spans). A window left out after reading leaves its spans here, unreferenced.
-  std::vector<std::vector<GpuSpan>> span_chunks;
-  std::span<const GpuSpan> spans_of(const CaptureWindow& w) const {
-    if (!w.gpu_spans.empty() || !w.gpu_spans_count) return w.gpu_spans;
+  std::vector<SpanChunk> span_chunks;
+  SpanRange spans_of(const CaptureWindow& w) const {
+    if (!w.gpu_spans.empty() || !w.gpu_spans_count) return SpanRange(w.gpu_spans);
     if (w.gpu_spans_chunk >= span_chunks.size()) return {};  // a window moved to another rank: none of its own
-    const std::vector<GpuSpan>& chunk = span_chunks[w.gpu_spans_chunk];
+    const SpanChunk& chunk = span_chunks[w.gpu_spans_chunk];
     if (size_t(w.gpu_spans_first) + w.gpu_spans_count > chunk.size()) return {};
-    return std::span<const GpuSpan>(chunk).subspan(w.gpu_spans_first, w.gpu_spans_count);
+    return SpanRange(chunk, w.gpu_spans_first, w.gpu_spans_count);
   }
   std::vector<std::string> files;
   std::vector<PausedPeriod> paused;  // version 5: the windows' paused parts, joined across windows

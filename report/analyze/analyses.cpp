@@ -13,9 +13,11 @@ Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const An
   a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
   {
     stage("GPU timelines");
-    const std::vector<GpuTimeline> timelines = index_gpu_all(model);  // built once for both
+    std::vector<GpuTimeline> timelines = index_gpu_all(model);  // built once for both
     stage("jitter");
     a.jitter = analyze_jitter(model, a.steps, timelines, opt.jitter);
+    stage("GPU timelines by stream");
+    regroup_by_stream(timelines);
     stage("breakdown");
     a.breakdown = analyze_breakdown(model, a.steps, timelines, opt.breakdown);
     stage("freeing timelines");

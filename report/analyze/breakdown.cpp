@@ -1,6 +1,7 @@
 #include "breakdown.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cmath>
 
 #include "parallel.h"
@@ -147,7 +148,7 @@ class IdleIndex {
     const GpuTimeline* g;
     size_t first, n;  // its activities by start: by_stream[first, first + n)
     size_t lpe;       // where its lowest_prev_end starts
-    const GpuSpan& act(size_t i) const { return g->at(g->by_stream[first + i]); }
+    [[gnu::always_inline]] GpuSpan act(size_t i) const { return g->at(g->by_stream[first + i]); }
   };
   std::vector<int64_t> lowest_prev_end_;
   std::vector<Stream> streams_;
@@ -197,12 +198,12 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   RankBreakdown& rb = part.rb;
   std::vector<double> delays, runtimes;
   for (size_t i = 0; i < g.size(); ++i) {
-    const GpuSpan* a = &g.at(i);
-    const double dur = double(a->end_ns - a->start_ns);
-    const char* type = type_of(*a);
-    const int kind = is_compute(*a) ? 0 : a->nccl ? 1 : 2;
-    TypeTotals& sec = sections[dense(a->section, ids)];
-    if (!(sec.comp + sec.comm + sec.mem)) touched_sections.push_back(a->section);
+    const GpuSpan a = g.at(i);
+    const double dur = double(a.end_ns - a.start_ns);
+    const char* type = type_of(a);
+    const int kind = is_compute(a) ? 0 : a.nccl ? 1 : 2;
+    TypeTotals& sec = sections[dense(a.section, ids)];
+    if (!(sec.comp + sec.comm + sec.mem)) touched_sections.push_back(a.section);
     double* ns[] = {&rb.types.comp_ns, &rb.types.comm_ns, &rb.types.mem_ns};
     uint64_t* counts[] = {&rb.types.comp, &rb.types.comm, &rb.types.mem};
     double* sec_ns[] = {&sec.comp_ns, &sec.comm_ns, &sec.mem_ns};
@@ -211,16 +212,16 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
     ++*counts[kind];
     *sec_ns[kind] += dur;
     ++*sec_counts[kind];
-    KernelPart& k = kernels[dense(a->name, ids)];
-    if (!k.count) touched_kernels.push_back(a->name);
-    k.name = a->name;
+    KernelPart& k = kernels[dense(a.name, ids)];
+    if (!k.count) touched_kernels.push_back(a.name);
+    k.name = a.name;
     k.type = type;
     ++k.count;
     k.ns += dur;
-    if (a->api_end_ns) {
+    if (a.api_end_ns) {
       ++rb.launch.with_launch;
-      double delay = double(a->start_ns - a->api_end_ns);
-      double runtime = double(a->api_end_ns - a->api_start_ns);
+      double delay = double(a.start_ns - a.api_end_ns);
+      double runtime = double(a.api_end_ns - a.api_start_ns);
       delays.push_back(delay);
       runtimes.push_back(runtime);
       rb.launch.short_kernels += dur < runtime;
@@ -349,11 +350,15 @@ IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kerne
 }
 
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt) {
-  return analyze_breakdown(model, steps, index_gpu_all(model), opt);
+  std::vector<GpuTimeline> timelines = index_gpu_all(model);
+  regroup_by_stream(timelines);
+  return analyze_breakdown(model, steps, timelines, opt);
 }
 
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
                                   const BreakdownOptions& opt) {
+  for (const GpuTimeline& g : timelines)  // index_gpu_all's need regroup_by_stream first
+    if (g.by_stream.size() != g.size()) throw std::logic_error("breakdown: a GPU timeline not grouped by stream");
   BreakdownReport rep;
   rep.options = opt;
   const int nsteps = steps.per_rank.size() == model.ranks.size() ? steps.count() : 0;

@@ -21,8 +21,11 @@ template <class Drop>
 void erase_spans_if(RankData& r, CaptureWindow& w, Drop drop) {
   std::erase_if(w.gpu_spans, drop);
   if (!w.gpu_spans_count) return;
-  GpuSpan* first = r.span_chunks[w.gpu_spans_chunk].data() + w.gpu_spans_first;
-  w.gpu_spans_count = static_cast<uint32_t>(std::remove_if(first, first + w.gpu_spans_count, drop) - first);
+  SpanChunk& chunk = r.span_chunks[w.gpu_spans_chunk];
+  PackedSpan* first = chunk.packed.data() + w.gpu_spans_first;
+  w.gpu_spans_count = static_cast<uint32_t>(
+      std::remove_if(first, first + w.gpu_spans_count, [&](const PackedSpan& p) { return drop(chunk.unpack(p)); }) -
+      first);
 }
 
 }  // namespace

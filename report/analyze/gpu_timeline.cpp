@@ -1,7 +1,6 @@
 #include "gpu_timeline.h"
 
 #include <algorithm>
-#include <span>
 
 #include "parallel.h"
 
@@ -10,57 +9,81 @@ namespace {
 
 bool launched_before(const GpuSpan& a, const GpuSpan& b) { return launch_time(a) < launch_time(b); }
 
-// Where the sampled windows' compact spans lie, in window order: one run of one array, or not.
-struct SpanRun {
-  const GpuSpan* first = nullptr;
-  const GpuSpan* last = nullptr;
+// Where the sampled windows' spans in the rank's arrays lie, in window order: one run of one
+// array, or not.
+struct ChunkRun {
+  const SpanChunk* chunk = nullptr;
+  size_t first = 0, next = 0;
   bool one = true;
-  void add(std::span<const GpuSpan> s) {
+  void add(const SpanRange& s) {
     if (s.empty()) return;
-    if (!first) first = s.data(), last = s.data();
-    one &= s.data() == last;
-    last = s.data() + s.size();
+    if (!chunk) chunk = s.chunk(), first = next = s.first();
+    one &= s.chunk() == chunk && s.first() == next;
+    next = s.first() + s.size();
   }
 };
 
-// The sampled windows' activities, in window order (each window's in the files' order):
-// GpuActivity records become owned spans, compact ones (ReadOptions::compact_gpu) are read where
-// they are. In launch order already and in one array (the usual case: files are written in that
-// order), they need no pointer each.
+template <class At>
+bool in_launch_order(size_t n, At at) {
+  for (size_t i = 1; i < n; ++i)
+    if (launched_before(at(i), at(i - 1))) return false;
+  return true;
+}
+
+// Every record by reference, then in launch order. Equal launch times keep the files' order
+// (spans carry no correlation id to break ties with since issue 29; a CUDA graph's kernels share
+// their launch's time).
+void collect_by_launch(const RankData& rank, GpuTimeline& g) {
+  using Ref = GpuTimeline::Ref;
+  g.by_launch.reserve(g.count);
+  uint32_t next_owned = 0;
+  for (const CaptureWindow& w : rank.windows) {
+    if (!w.gpu_sampled) continue;
+    const SpanRange s = rank.spans_of(w);
+    for (size_t i = 0; i < w.gpu.size() + w.gpu_spans.size(); ++i) g.by_launch.push_back({Ref::kOwned, next_owned++});
+    if (s.chunk())
+      for (size_t i = 0; i < s.size(); ++i)
+        g.by_launch.push_back({w.gpu_spans_chunk, static_cast<uint32_t>(s.first() + i)});
+  }
+  auto before = [&](Ref a, Ref b) { return launched_before(g.of(a), g.of(b)); };
+  if (!std::is_sorted(g.by_launch.begin(), g.by_launch.end(), before))  // a rank's files in turn often are
+    std::stable_sort(g.by_launch.begin(), g.by_launch.end(), before);
+}
+
+// The sampled windows' activities, in window order (each window's in the files' order): the
+// rank's arrays (ReadOptions::compact_gpu) are read where they are; GpuActivity records and
+// windows' own compact arrays (models made in memory) become owned spans. In launch order
+// already and in one array (the usual case: files are written in that order), they need no
+// reference each.
 void gather(const RankData& rank, GpuTimeline& g) {
   std::vector<Interval> sampled;
-  size_t spans = 0, owned = 0;
-  SpanRun run;
+  size_t in_chunks = 0, owned = 0;
+  ChunkRun run;
   for (const CaptureWindow& w : rank.windows)
     if (w.gpu_sampled) {
-      const std::span<const GpuSpan> s = rank.spans_of(w);
-      spans += s.size();
+      const SpanRange s = rank.spans_of(w);
+      (s.chunk() ? in_chunks : owned) += s.size();
       owned += w.gpu.size();
-      run.add(s);
+      if (s.chunk()) run.add(s);
       sampled.push_back({w.start_ns, w.end_ns});
     }
   g.sampled = merge(std::move(sampled));
-  g.count = spans + owned;
-  g.owned.reserve(owned);  // never reallocated below: in_order and by_launch point into it
+  g.count = in_chunks + owned;
+  g.chunks = &rank.span_chunks;
+  g.owned.reserve(owned);
   for (const CaptureWindow& w : rank.windows)
-    if (w.gpu_sampled)
+    if (w.gpu_sampled) {
       for (const GpuActivity& a : w.gpu) g.owned.push_back(span_of(a));
-  const GpuSpan* one = owned == g.count ? g.owned.data() : spans == g.count && run.one ? run.first : nullptr;
-  if (one && std::is_sorted(one, one + g.count, launched_before)) {
-    g.in_order = one;
+      g.owned.insert(g.owned.end(), w.gpu_spans.begin(), w.gpu_spans.end());
+    }
+  if (owned == g.count && in_launch_order(g.count, [&](size_t i) { return g.owned[i]; })) return;
+  if (in_chunks == g.count && run.one &&
+      in_launch_order(g.count, [&](size_t i) { return run.chunk->at(run.first + i); })) {
+    g.in_chunk = run.chunk;
+    g.in_chunk_first = run.first;
     return;
   }
-  g.by_launch.reserve(g.count);
-  size_t next_owned = 0;
-  for (const CaptureWindow& w : rank.windows) {
-    if (!w.gpu_sampled) continue;
-    for (size_t i = 0; i < w.gpu.size(); ++i) g.by_launch.push_back(&g.owned[next_owned++]);
-    for (const GpuSpan& a : rank.spans_of(w)) g.by_launch.push_back(&a);
-  }
-  // Equal launch times keep the files' order (spans carry no correlation id to break ties with
-  // since issue 29; a CUDA graph's kernels share their launch's time).
-  std::stable_sort(g.by_launch.begin(), g.by_launch.end(),
-                   [](const GpuSpan* a, const GpuSpan* b) { return launched_before(*a, *b); });
+  collect_by_launch(rank, g);
 }
 
 // Grouping by stream without a comparison sort of every record: a stream runs its work in
@@ -91,7 +114,8 @@ std::vector<uint32_t> stream_groups(const GpuTimeline& g, std::vector<StreamKey>
   return group;
 }
 
-void index_streams(GpuTimeline& g) {
+// by_stream and stream_starts.
+void order_by_stream(GpuTimeline& g) {
   std::vector<StreamKey> keys;
   const std::vector<uint32_t> group = stream_groups(g, keys);
   std::vector<uint32_t> start(keys.size() + 1, 0);
@@ -104,13 +128,23 @@ void index_streams(GpuTimeline& g) {
     const int64_t sa = g.at(a).start_ns, sb = g.at(b).start_ns;
     return sa != sb ? sa < sb : a < b;  // equal starts keep launch order
   };
-  g.previous.assign(group.size(), GpuTimeline::kNoPrevious);
   g.stream_starts.assign(start.begin(), start.end());
   for (size_t k = 0; k + 1 < start.size(); ++k) {
     auto first = g.by_stream.begin() + start[k], last = g.by_stream.begin() + start[k + 1];
     if (!std::is_sorted(first, last, by_start)) std::sort(first, last, by_start);
-    for (auto it = first + (first != last); it < last; ++it) g.previous[*it] = *(it - 1);
   }
+}
+
+// previous, from by_stream.
+void link_previous(GpuTimeline& g) {
+  g.previous.assign(g.by_stream.size(), GpuTimeline::kNoPrevious);
+  for (size_t k = 0; k + 1 < g.stream_starts.size(); ++k)
+    for (size_t i = g.stream_starts[k] + 1; i < g.stream_starts[k + 1]; ++i) g.previous[g.by_stream[i]] = g.by_stream[i - 1];
+}
+
+template <class T>
+void free_vector(std::vector<T>& v) {
+  std::vector<T>().swap(v);
 }
 
 }  // namespace
@@ -118,14 +152,29 @@ void index_streams(GpuTimeline& g) {
 GpuTimeline index_gpu(const RankData& rank) {
   GpuTimeline g;
   gather(rank, g);
-  index_streams(g);
+  order_by_stream(g);
+  link_previous(g);
   return g;
 }
 
 std::vector<GpuTimeline> index_gpu_all(const RunModel& model) {
   std::vector<GpuTimeline> out(model.ranks.size());
-  parallel_for(out.size(), [&](size_t r) { out[r] = index_gpu(model.ranks[r]); });
+  parallel_for(out.size(), [&](size_t r) {
+    GpuTimeline& g = out[r];
+    gather(model.ranks[r], g);
+    order_by_stream(g);
+    link_previous(g);
+    free_vector(g.by_stream);
+    free_vector(g.stream_starts);
+  });
   return out;
+}
+
+void regroup_by_stream(std::vector<GpuTimeline>& timelines) {
+  parallel_for(timelines.size(), [&](size_t r) {
+    free_vector(timelines[r].previous);
+    order_by_stream(timelines[r]);
+  });
 }
 
 std::pair<size_t, size_t> GpuTimeline::launched_in(const Step& step) const {

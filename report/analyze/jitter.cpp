@@ -1,6 +1,7 @@
 #include "jitter.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -56,27 +57,28 @@ void launch_delays(RankIndex& x) {
   x.median_delay_ns = median(std::move(delays));
 }
 
-// The step's first NCCL kernel, seen from the rank's previous sync point.
-CollectiveArrival arrival_of(const RankIndex& x, const std::vector<const GpuSpan*>& nccl_by_start,
+// The step's first NCCL kernel, seen from the rank's previous sync point. nccl_by_start: the
+// rank's NCCL kernels' (start, end), by start.
+CollectiveArrival arrival_of(const RankIndex& x, const std::vector<std::pair<int64_t, int64_t>>& nccl_by_start,
                              std::pair<size_t, size_t> range) {
   CollectiveArrival out;
   size_t at = range.first;
   while (at < range.second && !x.timeline->at(at).nccl) ++at;
   if (at == range.second) return out;
-  const GpuSpan* first = &x.timeline->at(at);
-  auto it = std::lower_bound(nccl_by_start.begin(), nccl_by_start.end(), first,
-                             [](const GpuSpan* a, const GpuSpan* b) { return a->start_ns < b->start_ns; });
+  const GpuSpan first = x.timeline->at(at);
+  auto it = std::lower_bound(nccl_by_start.begin(), nccl_by_start.end(), first.start_ns,
+                             [](const std::pair<int64_t, int64_t>& a, int64_t start) { return a.first < start; });
   if (it == nccl_by_start.begin()) return out;
-  out.arrival = double(first->start_ns - (*(it - 1))->end_ns);
-  if (const GpuSpan* prev = x.timeline->previous_of(at)) {
-    out.idle_before = std::max<double>(0, double(first->start_ns - prev->end_ns));
-    out.launched_late = first->api_end_ns > prev->end_ns;
+  out.arrival = double(first.start_ns - (it - 1)->second);
+  if (const std::optional<GpuSpan> prev = x.timeline->previous_of(at)) {
+    out.idle_before = std::max<double>(0, double(first.start_ns - prev->end_ns));
+    out.launched_late = first.api_end_ns > prev->end_ns;
   }
   return out;
 }
 
 // Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk.
-double gap_before(const GpuSpan& a, const GpuSpan* prev) {
+double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
   return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
@@ -92,10 +94,11 @@ double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range) {
 RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r, int nsteps) {
   RankIndex x;
   x.timeline = &timeline;
-  std::vector<const GpuSpan*> nccl_by_start;
+  std::vector<std::pair<int64_t, int64_t>> nccl_by_start;
   for (size_t i = 0; i < timeline.size(); ++i)
-    if (timeline.at(i).nccl) nccl_by_start.push_back(&timeline.at(i));
-  std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    if (const GpuSpan a = timeline.at(i); a.nccl) nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+  // By start only, as when these were pointers: the same permutation, ties included.
+  std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   x.steps.reserve(nsteps);
   x.final_ttke.reserve(nsteps);
   x.arrivals.reserve(nsteps);
@@ -585,6 +588,8 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const J
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
                             const JitterOptions& opt) {
+  for (const GpuTimeline& g : timelines)  // regroup_by_stream's have given theirs up
+    if (g.previous.size() != g.size()) throw std::logic_error("jitter: a GPU timeline without stream predecessors");
   JitterReport rep;
   const int nsteps = steps.count();
   const size_t nranks = model.ranks.size();

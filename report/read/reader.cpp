@@ -579,7 +579,7 @@ void consolidate_gpu_spans(Segment& s) {
     if (w.gpu_spans.empty()) continue;
     w.gpu_spans_first = static_cast<uint32_t>(s.gpu_spans.size());
     w.gpu_spans_count = static_cast<uint32_t>(w.gpu_spans.size());
-    s.gpu_spans.insert(s.gpu_spans.end(), w.gpu_spans.begin(), w.gpu_spans.end());
+    for (const GpuSpan& a : w.gpu_spans) s.gpu_spans.push_back(a);
     std::vector<GpuSpan>().swap(w.gpu_spans);
   }
 }

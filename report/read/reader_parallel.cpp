@@ -46,11 +46,17 @@ void remap(const IdMap& map, GpuActivity& a) {
   map(a.api_name);
 }
 
-void remap(const IdMap& map, std::vector<GpuSpan>& spans) {
-  for (GpuSpan& a : spans) {
+template <class Span>
+void remap(const IdMap& map, std::vector<Span>& spans) {
+  for (Span& a : spans) {
     map(a.name);
     map(a.section);
   }
+}
+
+void remap(const IdMap& map, SpanChunk& chunk) {
+  remap(map, chunk.packed);  // escaped records' names too: the packed copy's are not read for them
+  remap(map, chunk.escaped);
 }
 
 void remap(const IdMap& map, Collective& c) {

@@ -26,9 +26,9 @@ struct Segment {
   double flush_s = 0;
   Counts dropped;
   std::vector<CaptureWindow> windows;
-  // The windows' compact GPU spans in one array, in the file's order, once consolidate_gpu_spans
-  // has moved them here (each window keeps its range; CaptureWindow::gpu_spans).
-  std::vector<GpuSpan> gpu_spans;
+  // The windows' compact GPU spans in one array, in the file's order, packed, once
+  // consolidate_gpu_spans has moved them here (each window keeps its range; CaptureWindow::gpu_spans).
+  SpanChunk gpu_spans;
   int64_t gpu_clock_offset_ns = 0;
   std::string cupti_status;
   int64_t import_time_base_ns = -1;  // imported traces: the trace's own time base (docs/schema.md)
@@ -38,8 +38,8 @@ struct Segment {
   std::string torn_tail;  // schema v5: what was cut off the end of the file (a problem entry)
 };
 
-// Moves the windows' compact GPU spans into s.gpu_spans, one array sized once, each window keeping
-// its range (CaptureWindow::gpu_spans_first/count). Done as each file is read, the windows' own
+// Moves the windows' compact GPU spans into s.gpu_spans, one packed array sized once, each window
+// keeping its range (CaptureWindow::gpu_spans_first/count). Done as each file is read, the windows' own
 // arrays are freed before the next file's are made and reused for them: the run's spans are never
 // held twice (issue 29).
 void consolidate_gpu_spans(Segment& s);

@@ -511,9 +511,11 @@ TEST(Render, ChromeTraceHasEveryRankAndKind) {
 // Issue 14: the per-rank GPU timeline is built once, from GpuActivity records or from the
 // compact GpuSpans, with flat sort-based stream grouping. Checked against a brute force on
 // records spread over windows, devices and streams, with equal start times on one stream.
+// Compact: packed in one array of the rank, each window a range of it, as the reader keeps them.
 RankData timeline_rank(bool compact) {
   RankData r;
   r.rank = 0;
+  if (compact) r.span_chunks.emplace_back();
   uint32_t corr = 0;
   for (int w = 0; w < 3; ++w) {
     CaptureWindow cw;
@@ -532,8 +534,12 @@ RankData timeline_rank(bool compact) {
       a.api_end_ns = a.api_start_ns ? a.api_start_ns + 50 : 0;
       a.nccl = i % 9 == 0;
       a.name = uint32_t(i % 4);
-      if (compact) cw.gpu_spans.push_back(span_of(a));
+      if (compact) r.span_chunks[0].push_back(span_of(a));
       else cw.gpu.push_back(a);
+    }
+    if (compact) {
+      cw.gpu_spans_first = uint32_t(w * 40);
+      cw.gpu_spans_count = 40;
     }
     r.windows.push_back(std::move(cw));
   }

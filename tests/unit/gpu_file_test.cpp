@@ -14,6 +14,7 @@
 #include "temp_dir.h"
 #include "cut.h"
 #include "gpu_timeline.h"
+#include "reader_checks.h"
 #include "reader.h"
 #include "writer.h"
 
@@ -406,12 +407,12 @@ TEST(GpuFile, CompactReadKeepsWhatTheAnalysesReadOfEveryRecord) {
   const CaptureWindow& cw = compact.ranks[0].windows[0];
   EXPECT_TRUE(cw.gpu.empty());
   EXPECT_TRUE(cw.gpu_spans.empty());  // moved into the rank's array, read through spans_of
-  const std::span<const GpuSpan> c = compact.ranks[0].spans_of(cw);
+  const SpanRange c = compact.ranks[0].spans_of(cw);
   ASSERT_EQ(c.size(), f.gpu.size());
   EXPECT_EQ(cw.kernel_stats.size(), f.kernel_stats.size());
   for (size_t i = 0; i < f.gpu.size(); ++i) {
     const GpuActivity& a = f.gpu[i];
-    const GpuSpan& s = c[i];
+    const GpuSpan s = c[i];
     EXPECT_EQ(s.start_ns, a.start_ns) << i;
     EXPECT_EQ(s.end_ns, a.end_ns) << i;
     EXPECT_EQ(s.api_start_ns, a.api_start_ns) << i;
@@ -466,6 +467,121 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   GpuActivity made;  // a record made in memory with a device no file may hold: unknown, not wrapped around
   made.device = kMaxGpuDevice + 1;
   EXPECT_EQ(span_of(made).device, -1);
+}
+
+// Issue 29: a file's records are kept packed in 32 bytes, their host and GPU lengths as 32-bit
+// offsets from the GPU start and (device, stream) as an index. Whatever does not pack exactly is
+// kept whole: every record reads back as it was, at the limits of each offset and of int64.
+std::vector<laggard::report::GpuSpan> awkward_spans() {
+  using laggard::report::GpuSpan;
+  std::vector<GpuSpan> out;
+  auto add = [&](int64_t start, int64_t end, int64_t api_start, int64_t api_end) {
+    GpuSpan s;
+    s.start_ns = start;
+    s.end_ns = end;
+    s.api_start_ns = api_start;
+    s.api_end_ns = api_end;
+    s.name = uint32_t(out.size());
+    s.section = uint32_t(out.size() % 3);
+    s.device = int16_t(out.size() % 4 - 1);
+    s.stream = uint32_t(out.size() % 5 == 0 ? UINT32_MAX : 7);
+    s.kind = laggard::report::GpuKind(out.size() % 3);
+    s.nccl = out.size() % 2;
+    out.push_back(s);
+  };
+  const int64_t t = 1'700'000'000'000'000'000, max32 = UINT32_MAX;
+  add(t, t + 1000, t - 500, t - 400);                    // packs
+  add(t, t + 1000, 0, 0);                                // packs: launch unknown
+  add(t, t + max32, t - (max32 - 1), t - (max32 - 1) + max32);  // packs: every offset at its largest
+  add(t, t + max32 + 1, t - 500, t - 400);               // a kernel of over 4.3 s
+  add(t, t + 1000, t - max32, t - 400);                  // a launch 4.3 s ahead (UINT32_MAX means unknown)
+  add(t, t + 1000, t - 500, t - 500 + max32 + 1);        // a launch call of over 4.3 s
+  add(t, t + 1000, t + 10, t + 20);                      // launched after its start (clock trouble)
+  add(t, t - 1, t - 500, t - 400);                       // ends before it starts
+  add(t, t + 1000, 0, t - 400);                          // launch start unknown, end known
+  add(t, t + 1000, t - 500, 0);                          // the other way round
+  add(t, t + 1000, t - 500, t - 600);                    // a call that ends before it starts
+  add(INT64_MAX - 1, INT64_MAX, INT64_MAX - 3, INT64_MAX - 2);  // packs: near the top of int64
+  add(INT64_MIN, INT64_MIN + 5, 0, 0);                   // packs: the bottom
+  add(INT64_MIN, INT64_MAX, INT64_MIN, -1);              // neither fits
+  add(500, 1000, 500, 600);                              // packs: launch at its start
+  add(0, 0, 0, 0);                                       // packs
+  return out;
+}
+
+TEST(SpanChunk, EveryRecordReadsBackAsItWasPackedOrKeptWhole) {
+  using namespace laggard::report;
+  static_assert(sizeof(PackedSpan) == 32, "what keeps 960 x 903 x 50 kernels in 2 GiB");
+  const std::vector<GpuSpan> spans = awkward_spans();
+  SpanChunk chunk;
+  for (const GpuSpan& s : spans) chunk.push_back(s);
+  ASSERT_EQ(chunk.size(), spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) EXPECT_TRUE(chunk.at(i) == spans[i]) << i;
+  EXPECT_EQ(chunk.escaped.size(), 9u);  // the nine that say why above
+  EXPECT_LE(chunk.streams.size(), 8u);  // (device, stream) pairs, once each
+  SpanRange range(chunk, 2, 3);
+  std::vector<GpuSpan> seen(range.begin(), range.end());
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_TRUE(seen[2] == spans[4]);
+}
+
+// A file of more (device, stream) pairs than 16 bits can number keeps the rest whole.
+TEST(SpanChunk, StreamsPastTheIndexAreKeptWhole) {
+  using namespace laggard::report;
+  SpanChunk chunk;
+  std::vector<GpuSpan> spans;
+  for (uint32_t i = 0; i < 70'000; ++i) {
+    GpuSpan s;
+    s.start_ns = 1000 + i;
+    s.end_ns = 2000 + i;
+    s.stream = i;
+    s.device = 0;
+    spans.push_back(s);
+    chunk.push_back(s);
+  }
+  EXPECT_EQ(chunk.streams.size(), 65'536u);
+  EXPECT_EQ(chunk.escaped.size(), 70'000u - 65'536u);
+  for (size_t i = 0; i < spans.size(); ++i) ASSERT_TRUE(chunk.at(i) == spans[i]) << i;
+}
+
+// A rank whose clock disagrees is shifted (reader_checks.cpp): packed records move with their
+// start; one whose host time would become 0 (unknown) or saturate is packed again, so the
+// records read back as the same records shifted one by one would.
+TEST(SpanChunk, AShiftedRankReadsAsItsRecordsShiftedOneByOne) {
+  using namespace laggard::report;
+  const int64_t to_zero = -(1'700'000'000'000'000'000 - 500);  // the first record's launch to 0
+  for (int64_t d : {int64_t(-5'000'000'000'000), int64_t(5'000'000'000'000), to_zero, INT64_MAX / 2, INT64_MIN / 2}) {
+    std::vector<GpuSpan> spans = awkward_spans();
+    RunModel wide, packed;
+    for (int r = 0; r < 3; ++r) {
+      RankData a;
+      a.rank = r;
+      CaptureWindow w;
+      w.start_ns = r == 2 ? 1'000 - d : 1'000;  // rank 2's clock is off: shifted by d
+      w.end_ns = w.start_ns + 1'000'000;
+      w.gpu_sampled = true;
+      RankData b = a;
+      CaptureWindow pw = w;
+      if (r == 2) {
+        w.gpu_spans = spans;
+        b.span_chunks.emplace_back();
+        for (const GpuSpan& s : spans) b.span_chunks[0].push_back(s);
+        pw.gpu_spans_count = uint32_t(spans.size());
+      }
+      a.windows.push_back(w);
+      b.windows.push_back(pw);
+      wide.ranks.push_back(a);
+      packed.ranks.push_back(b);
+    }
+    align_rank_clocks(wide);
+    align_rank_clocks(packed);
+    const SpanRange x = wide.ranks[2].spans_of(wide.ranks[2].windows[0]);
+    const SpanRange y = packed.ranks[2].spans_of(packed.ranks[2].windows[0]);
+    ASSERT_EQ(x.size(), spans.size());
+    ASSERT_EQ(y.size(), spans.size());
+    EXPECT_NE(x[0].start_ns, spans[0].start_ns) << d;  // it was shifted
+    for (size_t i = 0; i < spans.size(); ++i) EXPECT_TRUE(x[i] == y[i]) << d << " " << i;
+  }
 }
 
 // The compact record holds a device in 16 bits (issue 29): a file's device above kMaxGpuDevice
@@ -571,7 +687,7 @@ TEST(GpuFile, TheTimelineReadsARanksRecordsWhereTheReaderKeepsThem) {
       EXPECT_TRUE(same_spans(a, b)) << what;
       if (per_file == 10) {
         EXPECT_TRUE(b.by_launch.empty()) << what;
-        EXPECT_EQ(b.in_order, r.span_chunks[0].data()) << what;
+        EXPECT_EQ(b.in_chunk, &r.span_chunks[0]) << what;
       } else {
         EXPECT_EQ(b.by_launch.size(), 24u) << what;
       }
@@ -598,7 +714,7 @@ TEST(GpuFile, ACutKeepsTheSameRecordsFromTheRanksArray) {
     size_t kept = 0;
     for (size_t i = 0; i < a.ranks[0].windows.size(); ++i) {
       const std::vector<GpuActivity>& x = a.ranks[0].windows[i].gpu;
-      const std::span<const GpuSpan> y = b.ranks[0].spans_of(b.ranks[0].windows[i]);
+      const SpanRange y = b.ranks[0].spans_of(b.ranks[0].windows[i]);
       ASSERT_EQ(x.size(), y.size()) << what << " " << i;
       for (size_t k = 0; k < x.size(); ++k) EXPECT_EQ(x[k].start_ns, y[k].start_ns) << what << " " << i << " " << k;
       kept += x.size();

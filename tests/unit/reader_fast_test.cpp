@@ -128,10 +128,9 @@ std::string describe(const rep::Segment& s, const rep::StringTable& t) {
         << a.correlation << " " << a.device << " " << a.stream << " " << a.grid[0] << "," << a.grid[1] << ","
         << a.grid[2] << " " << a.block[0] << "," << a.block[1] << "," << a.block[2] << " " << a.bytes << " "
         << int(a.copy_kind) << " " << a.nccl << a.graph << "\n";
-    const std::span<const rep::GpuSpan> spans =  // the window's, or its range of the file's array
-        w.gpu_spans.empty() && w.gpu_spans_count
-            ? std::span<const rep::GpuSpan>(s.gpu_spans).subspan(w.gpu_spans_first, w.gpu_spans_count)
-            : std::span<const rep::GpuSpan>(w.gpu_spans);
+    const rep::SpanRange spans =  // the window's, or its range of the file's array
+        w.gpu_spans.empty() && w.gpu_spans_count ? rep::SpanRange(s.gpu_spans, w.gpu_spans_first, w.gpu_spans_count)
+                                                 : rep::SpanRange(w.gpu_spans);
     for (const rep::GpuSpan& a : spans)
       o << " span " << int(a.kind) << " " << t.at(a.name) << "|" << t.at(a.section) << " " << a.start_ns << " "
         << a.end_ns << " " << a.api_start_ns << " " << a.api_end_ns << " " << a.device << " "
