@@ -96,15 +96,37 @@ struct StreamKey {
   auto operator<=>(const StreamKey&) const = default;
 };
 
+uint32_t key_index(std::vector<StreamKey>& keys, StreamKey k) {
+  const auto at = static_cast<uint32_t>(std::find(keys.begin(), keys.end(), k) - keys.begin());  // a handful
+  if (at == keys.size()) keys.push_back(k);
+  return at;
+}
+
+// Each record's group in order of first sight, keys in that order.
+void first_seen_groups(const GpuTimeline& g, std::vector<StreamKey>& keys, std::vector<uint32_t>& group) {
+  if (!g.in_chunk) {
+    for (size_t i = 0; i < group.size(); ++i) group[i] = key_index(keys, {g.at(i).device, g.at(i).stream});
+    return;
+  }
+  // One file's records: its stream table numbers the pairs already.
+  const SpanChunk& c = *g.in_chunk;
+  std::vector<uint32_t> key_of_stream(c.streams.size(), UINT32_MAX);
+  for (size_t i = 0; i < group.size(); ++i) {
+    const PackedSpan& p = c.packed[g.in_chunk_first + i];
+    if (p.flags & PackedSpan::kEscaped) {
+      group[i] = key_index(keys, {g.at(i).device, g.at(i).stream});
+      continue;
+    }
+    uint32_t& k = key_of_stream[p.stream];
+    if (k == UINT32_MAX) k = key_index(keys, {c.streams[p.stream].device, c.streams[p.stream].stream});
+    group[i] = k;
+  }
+}
+
 // Each record's group, and the groups in (device, stream) order.
 std::vector<uint32_t> stream_groups(const GpuTimeline& g, std::vector<StreamKey>& keys) {
   std::vector<uint32_t> group(g.size());
-  for (size_t i = 0; i < group.size(); ++i) {
-    const StreamKey k{g.at(i).device, g.at(i).stream};
-    auto it = std::find(keys.begin(), keys.end(), k);  // a handful: linear is fastest
-    group[i] = static_cast<uint32_t>(it - keys.begin());
-    if (it == keys.end()) keys.push_back(k);
-  }
+  first_seen_groups(g, keys, group);
   std::vector<uint32_t> order(keys.size()), rank_of(keys.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
