@@ -124,7 +124,10 @@ struct RankBuild {
 // Folds sorted entries of one (scope, window) into a KernelMap: one KernelAcc per key.
 KernelMap fold(std::vector<StatEntry>::const_iterator b, std::vector<StatEntry>::const_iterator e,
                std::vector<std::pair<double, double>>& scratch) {
+  size_t keys = b != e;
+  for (auto it = b; it != e && it + 1 != e; ++it) keys += !(it->key == (it + 1)->key);
   KernelMap m;
+  m.reserve(keys);  // sized once: every rank's maps are held until scored (issue 29: grown, 18 % of the peak)
   while (b != e) {
     auto same = std::find_if(b, e, [&](const StatEntry& x) { return !(x.key == b->key); });
     KernelAcc a{b->key};
