@@ -635,7 +635,8 @@ std::string fmt_seconds(int64_t ns) { return fmt::format("{:.1f} s", double(ns) 
 // One file parsed on its own (any thread): its segment and strings, or why not.
 struct ParsedFile {
   std::optional<Segment> segment;
-  StringTable strings;
+  StringTable strings;            // the file's own, until interned into the run's (InOrderStrings)
+  std::vector<uint32_t> run_ids;  // its ids in the run's table (run_ids_of)
   std::string error;
 };
 
@@ -681,10 +682,46 @@ class ProgressCounter {
   std::mutex mutex_;
 };
 
+// Interns each file's strings into the run's table in file order (the ids one thread would give)
+// as soon as the files before it are done, then frees the file's own table and renumbers its
+// records while they are still in cache: the files' tables are not all held at once (issue 29:
+// 80 MB of 10,000 ranks' peak of summaries, 10x that at 100,000).
+class InOrderStrings {
+ public:
+  InOrderStrings(std::vector<ParsedFile>& parsed, StringTable& run) : parsed_(parsed), run_(run), done_(parsed.size()) {}
+  void file_done(size_t i) {
+    size_t first, last;
+    {
+      std::lock_guard lock(mutex_);
+      done_[i] = true;
+      first = next_;
+      for (; next_ < parsed_.size() && done_[next_]; ++next_) {
+        ParsedFile& p = parsed_[next_];
+        if (p.segment) p.run_ids = run_ids_of(run_, p.strings);
+        p.strings = StringTable{};
+      }
+      last = next_;
+    }
+    for (size_t k = first; k < last; ++k) {  // done and interned: no other thread touches them
+      ParsedFile& p = parsed_[k];
+      if (p.segment) renumber_strings(p.run_ids, *p.segment);
+      std::vector<uint32_t>().swap(p.run_ids);
+    }
+  }
+
+ private:
+  std::vector<ParsedFile>& parsed_;
+  StringTable& run_;
+  std::vector<char> done_;
+  size_t next_ = 0;
+  std::mutex mutex_;
+};
+
 // Parses every file, in parallel, then takes them in file order: the same model as one thread.
 std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadOptions& opts, RunModel& model) {
   std::vector<ParsedFile> parsed(files.size());
   ProgressCounter progress(opts, files);
+  InOrderStrings strings(parsed, model.strings);
   parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
     DecodeGpuAsSpans binary_records_as_spans(opts.compact_gpu);
     parsed[i] = parse_file(files[i], opts.max_file_bytes);
@@ -692,14 +729,8 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
       compact_gpu_records(parsed[i].segment->windows);  // JSON records
       consolidate_gpu_spans(*parsed[i].segment);
     }
+    strings.file_done(i);
     progress.file_done(i);
-  });
-  // Strings interned in file order (ids as one thread gives them), records renumbered on every core.
-  std::vector<std::vector<uint32_t>> run_ids(files.size());
-  for (size_t i = 0; i < files.size(); ++i)
-    if (parsed[i].segment) run_ids[i] = run_ids_of(model.strings, parsed[i].strings);
-  parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
-    if (parsed[i].segment) renumber_strings(run_ids[i], *parsed[i].segment);
   });
   std::vector<Segment> segments;
   segments.reserve(files.size());

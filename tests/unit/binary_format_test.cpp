@@ -345,6 +345,29 @@ TEST(BinaryFormat, ParallelParsingGivesTheModelOneThreadGives) {
   EXPECT_EQ(total, 4u);
 }
 
+// Files finish in any order on several threads, and each file's strings are interned into the
+// run's table as soon as the files before it are done (InOrderStrings, reader.cpp): the ids are
+// still the ones one thread gives. Every rank names its kernels and sections apart, so the run's
+// ids depend on the files' order, and small files on 4 threads finish out of it.
+TEST(BinaryFormat, StringIdsFollowTheFilesOrderHoweverTheyFinish) {
+  TempDir tmp;
+  for (int r = 0; r < 24; ++r) {
+    laggard::SegmentWriter w((tmp.path / "run").string(), info(r, 100 + r), 30);
+    w.set_format(r % 2 ? laggard::FileFormat::binary : laggard::FileFormat::json);
+    laggard::WindowSnapshot win = window(0, 3 + r % 5, r * 1000);
+    for (std::string& name : win.gpu.strings) name += "_rank" + std::to_string(24 - r);
+    win.sections.push_back(laggard::testing::section_of("only_rank" + std::to_string(r), {1000}, win.start_ns + 10, 1));
+    ASSERT_EQ(w.write(win, win.dropped, true, 0), "");
+  }
+  laggard::report::ReadOptions one, four;
+  one.threads = 1;
+  four.threads = 4;
+  const RunModel a = laggard::report::read_run((tmp.path / "run").string(), one);
+  ASSERT_EQ(a.ranks.size(), 24u);
+  EXPECT_GT(a.strings.size(), 24u * 4);
+  for (int k = 0; k < 5; ++k) expect_same_runs(a, laggard::report::read_run((tmp.path / "run").string(), four));
+}
+
 // Frames whose checksum is right but whose GPU block is not (a writer bug, a crafted file): the
 // window is left out with a note or the file refused, never a crash or a read past the block.
 TEST(BinaryFormat, AMalformedGpuBlockIsAnErrorNotACrash) {
