@@ -171,17 +171,17 @@ struct SpanChunk {
  private:
   static constexpr size_t kScannedStreams = 32;
   std::unordered_map<uint64_t, uint16_t> stream_lookup;  // past kScannedStreams only
+  static uint64_t lookup_key(Stream s) { return uint64_t(uint16_t(s.device)) << 32 | s.stream; }
   PackedSpan pack(const GpuSpan& a);
   uint16_t stream_index(int16_t device, uint32_t stream, bool& fits);
 };
 
 inline uint16_t SpanChunk::stream_index(int16_t device, uint32_t stream, bool& fits) {
   const Stream key{device, stream};
-  const uint64_t code = uint64_t(uint16_t(device)) << 32 | stream;
   if (streams.size() <= kScannedStreams) {
     for (size_t i = streams.size(); i-- > 0;)  // a handful, the newest most likely
       if (streams[i] == key) return static_cast<uint16_t>(i);
-  } else if (auto it = stream_lookup.find(code); it != stream_lookup.end()) {
+  } else if (auto it = stream_lookup.find(lookup_key(key)); it != stream_lookup.end()) {
     return it->second;
   }
   fits = streams.size() <= UINT16_MAX;
@@ -189,7 +189,7 @@ inline uint16_t SpanChunk::stream_index(int16_t device, uint32_t stream, bool& f
   streams.push_back(key);
   if (streams.size() > kScannedStreams) {  // hostile files: no quadratic scan (built once, when crossed)
     for (size_t i = stream_lookup.size(); i < streams.size(); ++i)
-      stream_lookup.emplace(uint64_t(uint16_t(streams[i].device)) << 32 | streams[i].stream, uint16_t(i));
+      stream_lookup.emplace(lookup_key(streams[i]), uint16_t(i));
   }
   return static_cast<uint16_t>(streams.size() - 1);
 }

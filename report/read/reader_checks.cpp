@@ -50,7 +50,7 @@ void shift_packed(SpanChunk& chunk, PackedSpan& p, ShiftSpan shift_span) {
 void shift_rank(RankData& r, int64_t d) {
   auto shift = [d](int64_t& t) { t = shifted(t, d); };
   auto shift_known = [d](int64_t& t) { if (t) t = shifted(t, d); };  // 0: unknown, stays unknown
-  auto shift_span = [&](GpuSpan& a) {
+  auto shift_span = [&](auto& a) {  // GpuActivity or GpuSpan
     shift(a.start_ns);
     shift(a.end_ns);
     shift_known(a.api_start_ns);
@@ -71,12 +71,7 @@ void shift_rank(RankData& r, int64_t d) {
       shift(p.start_ns);
       shift(p.end_ns);
     }
-    for (GpuActivity& a : w.gpu) {
-      shift(a.start_ns);
-      shift(a.end_ns);
-      shift_known(a.api_start_ns);
-      shift_known(a.api_end_ns);
-    }
+    for (GpuActivity& a : w.gpu) shift_span(a);
     for (GpuSpan& a : w.gpu_spans) shift_span(a);
     for (Collective& c : w.collectives) {
       shift(c.upload_start_ns);
