@@ -72,7 +72,7 @@ RangeTotals& ThreadAggregates::find_or_insert(Table& t, uint64_t key) {
 }
 
 void ThreadAggregates::flip() {
-  generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 ThreadAggregates::Table* ThreadAggregates::wait_for_old() {

@@ -39,8 +39,11 @@ struct RangeTotals {
 
 // The full fence writers and the flush thread use instead of membarrier(2) where the kernel lacks it.
 // ThreadSanitizer models no fence (GCC 12 warns "atomic_thread_fence is not supported with
-// -fsanitize=thread", -Wtsan), nor membarrier: TSan's view of this hand-over is suppressed in
-// tests/tsan.supp, and Recorder.ConcurrentProducer* check the counts exactly instead.
+// -fsanitize=thread", -Wtsan), nor membarrier. It needs neither to see this hand-over as ordered:
+// flip() releases the generation add() acquires (the flush thread's clear() before an owner's next
+// writes), and add() releases busy_, which wait_for_old() acquires (an owner's writes before the
+// flush thread reads them). So TSan checks the hand-over with no suppression, and
+// Recorder.ConcurrentProducer* check the counts exactly.
 inline void handover_fence() {
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic push
@@ -74,7 +77,10 @@ class ThreadAggregates {
     // thread's membarrier supplies the CPU barrier.
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(writers_fence_.load(std::memory_order_relaxed), 0)) handover_fence();
-    const uint32_t generation = generation_.load(std::memory_order_relaxed);
+    // Acquire pairs with flip()'s release: the flush thread's clear() of this table happens before
+    // the writes below, as ThreadSanitizer can see (a plain load on x86-64; an address dependency
+    // orders it on Arm anyway).
+    const uint32_t generation = generation_.load(std::memory_order_acquire);
     *table = static_cast<uint8_t>(generation);
     Table& t = tables_[generation & 1];
     const uint64_t key = (uint64_t(name) << 32 | parent) + 1;

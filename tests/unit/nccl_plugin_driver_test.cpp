@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #include "abi_v4.h"
 #include "abi_v6.h"
 #include "reader.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 namespace nabi = laggard::nccl::abi;
@@ -44,16 +44,7 @@ int64_t epoch_ns() {
 class NcclDriver : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // In the build tree, one directory per test process (ctest runs them in parallel), kept after
-    // the tests: the library's exit flush writes once more. Directories of dead processes go here.
-    fs::create_directories(LAGGARD_TEST_OUT);
-    for (const auto& e : fs::directory_iterator(LAGGARD_TEST_OUT)) {
-      pid_t pid = static_cast<pid_t>(std::atoll(e.path().filename().c_str()));
-      // Another test process may be removing the same directory (ctest -j): its error is not ours.
-      std::error_code ignored;
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ignored);
-    }
-    out_ = fs::path(LAGGARD_TEST_OUT) / std::to_string(getpid());
+    out_ = laggard::testing::per_process_out_dir(LAGGARD_TEST_OUT);
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "2", 1);
     setenv("LAGGARD_OUT", out_.c_str(), 1);

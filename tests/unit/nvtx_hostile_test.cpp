@@ -27,6 +27,7 @@
 
 #include "fake_nvtx_driver.h"
 #include "reader.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace fake_nvtx;
@@ -62,9 +63,7 @@ nvtxEventAttributes_t attr(nvtxMessageType_t type) {
 class NvtxHostile : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // One directory per test process: ctest runs this suite's tests in parallel processes.
-    out_ = fs::path(std::string(LAGGARD_TEST_OUT) + "-" + std::to_string(getpid()));
-    fs::remove_all(out_);
+    out_ = laggard::testing::per_process_out_dir(LAGGARD_TEST_OUT);
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
     setenv("LAGGARD_OUT", out_.c_str(), 1);

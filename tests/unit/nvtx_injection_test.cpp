@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "reader.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -54,10 +55,7 @@ F core2(int id) { return reinterpret_cast<F>(g_core2[id]); }
 class NvtxInjection : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // In the build tree, cleared here rather than at the end: the library's exit flush writes
-    // one more window after the tests are done.
-    out_ = fs::path(LAGGARD_TEST_OUT);
-    fs::remove_all(out_);
+    out_ = laggard::testing::per_process_out_dir(LAGGARD_TEST_OUT);
     setenv("RANK", "3", 1);
     setenv("WORLD_SIZE", "4", 1);
     setenv("LAGGARD_OUT", out_.c_str(), 1);
