@@ -171,13 +171,23 @@ struct SpanChunk {
  private:
   static constexpr size_t kScannedStreams = 32;
   std::unordered_map<uint64_t, uint16_t> stream_lookup;  // past kScannedStreams only
+  uint16_t last_stream = 0;  // the last record's: runs of records on one stream need no search
   static uint64_t lookup_key(Stream s) { return uint64_t(uint16_t(s.device)) << 32 | s.stream; }
   PackedSpan pack(const GpuSpan& a);
-  uint16_t stream_index(int16_t device, uint32_t stream, bool& fits);
+  [[gnu::always_inline]] uint16_t stream_index(int16_t device, uint32_t stream, bool& fits);
+  uint16_t find_stream(Stream key, bool& fits);
 };
 
-inline uint16_t SpanChunk::stream_index(int16_t device, uint32_t stream, bool& fits) {
+[[gnu::always_inline]] inline uint16_t SpanChunk::stream_index(int16_t device, uint32_t stream, bool& fits) {
   const Stream key{device, stream};
+  if (last_stream < streams.size() && streams[last_stream] == key) [[likely]]
+    return last_stream;
+  const uint16_t i = find_stream(key, fits);
+  if (fits) last_stream = i;
+  return i;
+}
+
+inline uint16_t SpanChunk::find_stream(Stream key, bool& fits) {
   if (streams.size() <= kScannedStreams) {
     for (size_t i = streams.size(); i-- > 0;)  // a handful, the newest most likely
       if (streams[i] == key) return static_cast<uint16_t>(i);

@@ -14,6 +14,7 @@
 #include "frame_out.h"
 #include "progress.h"
 #include "reader.h"
+#include "reader_frames.h"
 #include "file_builders.h"
 #include "reader_segment.h"
 #include "temp_dir.h"
@@ -388,6 +389,35 @@ TEST(BinaryFormat, AMalformedGpuBlockIsAnErrorNotACrash) {
     } catch (const std::exception&) {
       // refused with a message: fine
     }
+  }
+}
+
+// Records are decoded in place into an array sized once for the block (issue 29): a block refused at
+// its last record must leave the window's arrays as they were, in either decoding mode, and the
+// same block with every string known must decode whole. (The per-record push_back it replaced kept
+// the records before the bad one.)
+TEST(BinaryFormat, ABlockRefusedAtItsLastRecordKeepsNoneOfItsRecords) {
+  const laggard::WindowSnapshot w = window(0, 20);
+  const std::string block = laggard::encode_gpu_block(w.gpu, w.start_ns);
+  const size_t records = w.gpu.records.kind.size();
+  ASSERT_EQ(records, 21u);
+  for (bool as_spans : {false, true}) {
+    laggard::report::DecodeGpuAsSpans mode(as_spans);
+    std::vector<uint32_t> ids(w.gpu.strings.size() - 1);  // the last kernel's name unknown
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(100 + i);
+    laggard::report::CaptureWindow cw;
+    cw.gpu.resize(2);
+    cw.gpu_spans.resize(3);
+    EXPECT_THROW(laggard::report::decode_gpu_block(block, w.start_ns, ids, cw), std::runtime_error) << as_spans;
+    EXPECT_EQ(cw.gpu.size(), 2u) << as_spans;
+    EXPECT_EQ(cw.gpu_spans.size(), 3u) << as_spans;
+    EXPECT_TRUE(cw.kernel_stats.empty()) << as_spans;
+    ids.push_back(static_cast<uint32_t>(100 + ids.size()));
+    laggard::report::decode_gpu_block(block, w.start_ns, ids, cw);
+    EXPECT_EQ(cw.gpu.size(), as_spans ? 2u : 2u + records) << as_spans;
+    EXPECT_EQ(cw.gpu_spans.size(), as_spans ? 3u + records : 3u) << as_spans;
+    const auto last_name = as_spans ? cw.gpu_spans.back().name : cw.gpu.back().name;
+    EXPECT_EQ(last_name, ids.back()) << as_spans;
   }
 }
 
