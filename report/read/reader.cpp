@@ -201,7 +201,9 @@ void read_text(const fs::path& path, uint64_t max_bytes, std::string& text) {
   size_t want = st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : size_t{1} << 16;
   size_t have = 0;
   while (true) {
-    if (text.size() < have + 1) text.resize(std::max(want, have + (size_t{1} << 16)));
+    // At least the size (and one byte) for a regular file: resize() zero-fills, and a 64 KiB floor
+    // zeroed 56 KiB too many for each 8 KiB rank file of summaries.
+    if (text.size() < have + 1) text.resize(std::max(want, have + (size_t{1} << 12)));
     const ssize_t n = ::read(fd, text.data() + have, text.size() - have);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw std::runtime_error(fmt::format("cannot read file ({})", std::strerror(errno)));
