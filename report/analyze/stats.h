@@ -2,6 +2,7 @@
 // a rank's score.
 #pragma once
 
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -13,10 +14,10 @@ double median(std::vector<double> values);
 // per-rank medians of 45,000 launch delays were a copy each).
 double median_in_place(double* first, double* last);
 inline double median_in_place(std::vector<double>& v) { return median_in_place(v.data(), v.data() + v.size()); }
-// The k-th smallest of [first, last) (k < last - first), as std::nth_element gives it; may reorder the
-// range. Large ranges are narrowed by value buckets first (a counting pass instead of introselect's
-// unpredictable branches: the per-rank medians of 45,000 launch delays were the report's largest
-// single cost at 960 ranks).
+// The k-th smallest of [first, last) (k < last - first), as std::nth_element gives it and leaves the
+// range: nothing larger before it, nothing smaller after. By a quickselect without data-dependent
+// branches (introselect's mispredictions made the per-rank medians of 45,000 launch delays, and the
+// cross-rank medians of the jitter analysis, the report's largest costs at 960 ranks).
 double kth_smallest(double* first, double* last, size_t k);
 
 // Median of weighted values; equals median() when all weights are equal.
