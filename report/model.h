@@ -3,6 +3,7 @@
 // tests (synthetic), so analyses are pure functions of it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -165,15 +166,25 @@ struct SpanChunk {
             p.kind, (p.flags & PackedSpan::kNccl) != 0};
   }
   void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
-  void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
+  [[gnu::always_inline]] void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
   void reserve(size_t n) { packed.reserve(n); }
+  // The sizes at one moment, to cut the chunk back to (a window refused after its records were
+  // added: streams it added stay, unused).
+  struct Mark {
+    size_t packed, escaped;
+  };
+  Mark mark() const { return {packed.size(), escaped.size()}; }
+  void truncate(Mark m) {
+    packed.resize(std::min(packed.size(), m.packed));
+    escaped.resize(std::min(escaped.size(), m.escaped));
+  }
 
  private:
   static constexpr size_t kScannedStreams = 32;
   std::unordered_map<uint64_t, uint16_t> stream_lookup;  // past kScannedStreams only
   uint16_t last_stream = 0;  // the last record's: runs of records on one stream need no search
   static uint64_t lookup_key(Stream s) { return uint64_t(uint16_t(s.device)) << 32 | s.stream; }
-  PackedSpan pack(const GpuSpan& a);
+  [[gnu::always_inline]] PackedSpan pack(const GpuSpan& a);  // in the reader's loop over every record
   [[gnu::always_inline]] uint16_t stream_index(int16_t device, uint32_t stream, bool& fits);
   uint16_t find_stream(Stream key, bool& fits);
 };
@@ -204,7 +215,7 @@ inline uint16_t SpanChunk::find_stream(Stream key, bool& fits) {
   return static_cast<uint16_t>(streams.size() - 1);
 }
 
-inline PackedSpan SpanChunk::pack(const GpuSpan& a) {
+[[gnu::always_inline]] inline PackedSpan SpanChunk::pack(const GpuSpan& a) {
   PackedSpan p;
   p.start_ns = a.start_ns;
   p.name = a.name;

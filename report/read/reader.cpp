@@ -304,12 +304,14 @@ std::atomic<bool> fast_reader{true};
 void read_tape_window(const JsonTape& tape, size_t at, int version, StringTable& strings, Segment& s,
                       std::string_view binary_records = {}) {
   CaptureWindow cw;
+  const SpanChunk::Mark before = s.gpu_spans.mark();
   if (fast_reader.load(std::memory_order_relaxed) && read_window_fast(tape, at, version, strings, s.folded_ranges, cw, binary_records)) {
     forget_zero_counts(cw);
     s.windows.push_back(std::move(cw));
+    return;
   }
-  else
-    s.windows.push_back(read_window(tape.to_json(at), version, strings, s.folded_ranges, s.notes, binary_records));
+  s.gpu_spans.truncate(before);  // what the declined fast path packed (DecodeSpansInto): the DOM code decodes again
+  s.windows.push_back(read_window(tape.to_json(at), version, strings, s.folded_ranges, s.notes, binary_records));
 }
 
 // The parse of each file reuses its thread's tape.
@@ -546,14 +548,18 @@ Segment parse_frame_segment(const std::string& text, const std::string& path, St
   s.path = path;
   std::string header;
   BadWindows bad;
+  DecodeSpansInto records_into(s.gpu_spans);  // one packed array per file, consolidate_gpu_spans' result
   FrameScan scan = scan_frames(text, [&](const FrameParts& f) {
     header.assign(f.header_json);
+    const size_t windows_before = s.windows.size();
+    const SpanChunk::Mark records_before = s.gpu_spans.mark();
     try_window(bad, [&] {
       JsonTape& tape = thread_tape();
       if (tape.parse(f.window_json)) return read_tape_window(tape, 0, kFirstFrameSchema, strings, s, f.gpu_records);
       json w = parse_json(f.window_json, " in a window");  // throws, saying where, unless the tape was too large
       s.windows.push_back(read_window(w, kFirstFrameSchema, strings, s.folded_ranges, s.notes, f.gpu_records));
     });
+    if (s.windows.size() == windows_before) s.gpu_spans.truncate(records_before);  // refused: its records too
   });
   if (!scan.frames) throw std::runtime_error("no whole window: " + scan.torn_tail);
   JsonTape& tape = thread_tape();

@@ -540,11 +540,10 @@ void intern_window(const Ctx& c, const GpuPart* gpu, const NcclPart* nccl, Strin
       l.stats.name = mapped(ids, l.stats.name);
     }
     if (!binary_records.empty()) {
-      const size_t gpu_before = cw.gpu.size(), spans_before = cw.gpu_spans.size();
-      decode_gpu_block(binary_records, window_start, ids, cw);  // may throw: declines
+      const size_t gpu_before = cw.gpu.size();
+      const size_t decoded = decode_gpu_block(binary_records, window_start, ids, cw);  // may throw: declines
       const size_t full = cw.gpu.size() - gpu_before;
-      apply_records_api(c, gpu->records_api, ids, full + cw.gpu_spans.size() - spans_before,
-                        full ? cw.gpu.data() + gpu_before : nullptr);
+      apply_records_api(c, gpu->records_api, ids, decoded, full ? cw.gpu.data() + gpu_before : nullptr);
     } else if (gpu->records.present && decoding_gpu_as_spans()) {
       decode_json_records(c.tape, gpu->records, window_start, ids, cw.gpu_spans);
     } else if (gpu->records.present) {

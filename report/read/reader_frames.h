@@ -47,10 +47,26 @@ class DecodeGpuAsSpans {
 // Whether a DecodeGpuAsSpans is on for this thread (the JSON records' fast path reads it too).
 bool decoding_gpu_as_spans();
 
+// While alive (and a DecodeGpuAsSpans is on), decode_gpu_block on this thread packs the records into
+// `chunk`, the file's array (Segment::gpu_spans), and gives the window their place there
+// (CaptureWindow::gpu_spans_first/count) instead of an array of its own. A window refused after its
+// block was decoded must take its records back out (SpanChunk::truncate).
+class DecodeSpansInto {
+ public:
+  explicit DecodeSpansInto(SpanChunk& chunk);
+  ~DecodeSpansInto();
+  DecodeSpansInto(const DecodeSpansInto&) = delete;
+  DecodeSpansInto& operator=(const DecodeSpansInto&) = delete;
+
+ private:
+  SpanChunk* previous_;
+};
+
 // Decodes a frame's GPU block (records, then kernel statistics, as fixed-width columns) into
-// out.gpu (or out.gpu_spans, see above) and out.kernel_stats. `ids` maps the window's string indices to run-wide ids. Throws
+// out.gpu (or out.gpu_spans, or DecodeSpansInto's chunk, see above) and out.kernel_stats; returns the
+// number of records. `ids` maps the window's string indices to run-wide ids. Throws
 // std::runtime_error naming what is impossible.
-void decode_gpu_block(std::string_view block, int64_t window_start_ns, const std::vector<uint32_t>& ids,
-                      CaptureWindow& out);
+size_t decode_gpu_block(std::string_view block, int64_t window_start_ns, const std::vector<uint32_t>& ids,
+                        CaptureWindow& out);
 
 }  // namespace laggard::report

@@ -126,11 +126,10 @@ void read_gpu_window(const json& g, int64_t window_start, StringTable& strings, 
 
   read_stream_events(g, window_start, ids, out);
   if (!binary_records.empty()) {
-    const size_t gpu_before = out.gpu.size(), spans_before = out.gpu_spans.size();
-    decode_gpu_block(binary_records, window_start, ids, out);
+    const size_t gpu_before = out.gpu.size();
+    const size_t decoded = decode_gpu_block(binary_records, window_start, ids, out);
     const size_t full = out.gpu.size() - gpu_before;
-    return read_records_api(g, ids, full + out.gpu_spans.size() - spans_before,
-                            full ? out.gpu.data() + gpu_before : nullptr);
+    return read_records_api(g, ids, decoded, full ? out.gpu.data() + gpu_before : nullptr);
   }
   auto it = g.find("records");
   if (it == g.end()) return;

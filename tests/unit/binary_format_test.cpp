@@ -421,6 +421,118 @@ TEST(BinaryFormat, ABlockRefusedAtItsLastRecordKeepsNoneOfItsRecords) {
   }
 }
 
+// Records packed straight into the file's array (DecodeSpansInto, issue 29): the same values as the
+// window's own GpuSpan array, the window told where they are; a refused block leaves the array as it
+// was; a window whose records are already in an array of its own keeps getting them there.
+TEST(BinaryFormat, RecordsPackedIntoTheFileArrayAreTheSpansAndARefusedBlockLeavesNone) {
+  const laggard::WindowSnapshot w = window(0, 20);
+  const std::string block = laggard::encode_gpu_block(w.gpu, w.start_ns);
+  const size_t records = w.gpu.records.kind.size();
+  std::vector<uint32_t> ids(w.gpu.strings.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(100 + i);
+  laggard::report::DecodeGpuAsSpans mode(true);
+  laggard::report::CaptureWindow own;
+  ASSERT_EQ(laggard::report::decode_gpu_block(block, w.start_ns, ids, own), records);  // no sink: its own array
+  ASSERT_EQ(own.gpu_spans.size(), records);
+
+  laggard::report::SpanChunk chunk;
+  laggard::report::DecodeSpansInto into(chunk);
+  laggard::report::CaptureWindow first, second;
+  ASSERT_EQ(laggard::report::decode_gpu_block(block, w.start_ns, ids, first), records);
+  ASSERT_EQ(laggard::report::decode_gpu_block(block, w.start_ns, ids, second), records);
+  EXPECT_TRUE(first.gpu_spans.empty());
+  EXPECT_EQ(first.gpu_spans_first, 0u);
+  EXPECT_EQ(first.gpu_spans_count, records);
+  EXPECT_EQ(second.gpu_spans_first, records);
+  EXPECT_EQ(second.gpu_spans_count, records);
+  ASSERT_EQ(chunk.size(), 2 * records);
+  EXPECT_EQ(first.kernel_stats.size(), own.kernel_stats.size());
+  for (size_t i = 0; i < records; ++i) {
+    const laggard::report::GpuSpan a = own.gpu_spans[i], b = chunk.at(i), c = chunk.at(records + i);
+    for (const laggard::report::GpuSpan& x : {b, c}) {
+      EXPECT_EQ(x.start_ns, a.start_ns) << i;
+      EXPECT_EQ(x.end_ns, a.end_ns) << i;
+      EXPECT_EQ(x.api_start_ns, a.api_start_ns) << i;
+      EXPECT_EQ(x.api_end_ns, a.api_end_ns) << i;
+      EXPECT_EQ(x.name, a.name) << i;
+      EXPECT_EQ(x.section, a.section) << i;
+      EXPECT_EQ(x.stream, a.stream) << i;
+      EXPECT_EQ(x.device, a.device) << i;
+      EXPECT_EQ(x.kind, a.kind) << i;
+      EXPECT_EQ(x.nccl, a.nccl) << i;
+    }
+  }
+
+  std::vector<uint32_t> short_ids(ids.begin(), ids.end() - 1);  // the last kernel's name unknown
+  laggard::report::CaptureWindow refused;
+  EXPECT_THROW(laggard::report::decode_gpu_block(block, w.start_ns, short_ids, refused), std::runtime_error);
+  EXPECT_EQ(chunk.size(), 2 * records);
+  EXPECT_EQ(refused.gpu_spans_count, 0u);
+
+  laggard::report::CaptureWindow has_own;
+  has_own.gpu_spans.resize(1);
+  laggard::report::decode_gpu_block(block, w.start_ns, ids, has_own);
+  EXPECT_EQ(has_own.gpu_spans.size(), 1 + records);
+  EXPECT_EQ(chunk.size(), 2 * records);
+}
+
+// A frame file whose second window's GPU block is refused after its records were decoded (bytes
+// left over after the kernel statistics): that window is left out with a note, and the file's
+// packed array holds the first and third windows' records only, each window pointing at its own.
+TEST(BinaryFormat, AWindowRefusedAfterItsRecordsTakesThemOutOfTheFileArray) {
+  std::string header = R"({"schema":"laggard-rank","schema_version":5,"run_id":"r","rank":0,"pid":1,"segment":0})";
+  std::string file;
+  size_t records = 0;
+  for (int i = 0; i < 3; ++i) {
+    const laggard::WindowSnapshot w = window(i, 20);
+    records = w.gpu.records.kind.size();
+    std::string block = laggard::encode_gpu_block(w.gpu, w.start_ns);
+    if (i == 1) block += '\0';  // every record and statistic fine, then a byte too many
+    file += laggard::encode_frame(header, laggard::render_window(w, false), block);
+  }
+  for (bool fast : {true, false}) {
+    laggard::report::use_fast_reader(fast);
+    laggard::report::DecodeGpuAsSpans mode(true);
+    laggard::report::StringTable strings;
+    const laggard::report::Segment s = laggard::report::parse_segment_text(file, "f.lgr", strings);
+    ASSERT_EQ(s.windows.size(), 2u) << fast;
+    EXPECT_FALSE(s.notes.empty()) << fast;
+    EXPECT_EQ(s.gpu_spans.size(), 2 * records) << fast;
+    EXPECT_EQ(s.windows[0].gpu_spans_first, 0u) << fast;
+    EXPECT_EQ(s.windows[1].gpu_spans_first, records) << fast;
+    for (const auto& win : s.windows) {
+      EXPECT_EQ(win.gpu_spans_count, records) << fast;
+      EXPECT_TRUE(win.gpu_spans.empty()) << fast;
+      EXPECT_LT(std::llabs(s.gpu_spans.at(win.gpu_spans_first).start_ns - win.start_ns), 1'000'000) << fast;  // its own
+    }
+  }
+  laggard::report::use_fast_reader(true);
+}
+
+// A window the fast reader declines after packing its records (here gpu.records_api holds whole
+// numbers written as floats, which only the DOM code accepts) is read again by the DOM code: its
+// records must be packed once, not twice.
+TEST(BinaryFormat, AWindowTheFastReaderDeclinesIsPackedOnce) {
+  std::string header = R"({"schema":"laggard-rank","schema_version":5,"run_id":"r","rank":0,"pid":1,"segment":0})";
+  const laggard::WindowSnapshot w = window(0, 20);
+  const size_t records = w.gpu.records.kind.size();
+  std::string window_json = laggard::render_window(w, false);
+  const size_t gpu = window_json.find("\"gpu\":{");
+  ASSERT_NE(gpu, std::string::npos);
+  std::string api = "\"records_api\":[";
+  for (size_t i = 0; i < records; ++i) api += i ? ",0.0" : "0.0";
+  window_json.insert(gpu + 7, api + "],");
+  const std::string file = laggard::encode_frame(header, window_json, laggard::encode_gpu_block(w.gpu, w.start_ns));
+  laggard::report::DecodeGpuAsSpans mode(true);
+  laggard::report::StringTable strings;
+  const laggard::report::Segment s = laggard::report::parse_segment_text(file, "f.lgr", strings);
+  ASSERT_EQ(s.windows.size(), 1u);
+  EXPECT_TRUE(s.notes.empty());
+  EXPECT_EQ(s.gpu_spans.size(), records);
+  EXPECT_EQ(s.windows[0].gpu_spans_first, 0u);
+  EXPECT_EQ(s.windows[0].gpu_spans_count, records);
+}
+
 // The frame header's tape reader (reader.cpp read_header_fast) against the DOM code, the reference:
 // a header with every field, and each field missing, null, of another type, out of range, a whole
 // or fractional float, or twice, must read alike (the same fields and notes) or fail alike.
