@@ -11,7 +11,8 @@ namespace laggard::report {
 // Standard median (mean of the two middle values for an even count). Empty input: 0.
 double median(std::vector<double> values);
 // The same of [first, last), in place: reorders the range instead of copying it (issue 29: the
-// per-rank medians of 45,000 launch delays were a copy each).
+// per-rank medians of 45,000 launch delays were a copy each), and leaves it as
+// std::nth_element(first, first + n / 2, last) does: from the middle position on, the larger half.
 double median_in_place(double* first, double* last);
 inline double median_in_place(std::vector<double>& v) { return median_in_place(v.data(), v.data() + v.size()); }
 // The k-th smallest of [first, last) (k < last - first), as std::nth_element gives it and leaves the

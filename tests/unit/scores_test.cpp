@@ -68,6 +68,14 @@ TEST(Stats, SelectionGivesWhatASortGives) {
     const size_t n = v.size();
     const double want = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     EXPECT_EQ(median(v), want) << what << " n=" << n;
+    // In place, the range is left with its larger half from the middle on (what the breakdown's
+    // percentile reads next).
+    std::vector<double> m = v;
+    median_in_place(m);
+    if (std::none_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) {
+      EXPECT_LE(*std::max_element(m.begin(), m.begin() + n / 2), *std::min_element(m.begin() + n / 2, m.end()))
+          << what << " n=" << n;
+    }
     for (size_t k : {size_t{0}, n / 3, n / 2, n - 1, (n * 95) / 100}) {
       std::vector<double> w = v;
       EXPECT_EQ(kth_smallest(w.data(), w.data() + w.size(), k), sorted[k]) << what << " k=" << k;
