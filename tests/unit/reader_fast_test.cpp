@@ -233,7 +233,8 @@ TEST(ReaderFast, ValidFilesReadAsTheDomCodeReadsThem) {
 
 TEST(ReaderFast, ARepeatedKeyReadsAsTheDomCodeReadsIt) {
   std::string text = rank_file(5).dump();
-  for (const char* from : {"\"count\":4,", "\"index\":1,", "\"no_gpu_time\":0,", "\"nccl_pool_full\":2,", "\"launches\":12,"}) {
+  for (const char* from : {"\"count\":4,", "\"index\":1,", "\"no_gpu_time\":0,", "\"nccl_pool_full\":2,", "\"launches\":12,",
+                           "\"ring_full\":0}"}) {
     std::string t = text;
     size_t at = t.find(from);
     ASSERT_NE(at, std::string::npos) << from;
