@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -285,7 +286,8 @@ RecordBlock read_record_block(BlockReader& in) {
   RecordBlock b;
   b.n = in.u32();
   b.shapes = read_shapes(in, in.u32());
-  if (b.n > in.left() / 15) throw std::runtime_error("GPU records: more records than the block holds");
+  if (b.n > in.left() / Columns::kCount)  // each column holds at least a byte per record
+    throw std::runtime_error("GPU records: more records than the block holds");
   b.c = read_columns(in, b.n);
   return b;
 }
@@ -346,6 +348,19 @@ template <typename Record>
   }
 }
 
+// Runs `undo` when destroyed before `done` is set: a block refused by a throw half-way.
+template <typename Undo>
+struct UndoUnlessDone {
+  explicit UndoUnlessDone(Undo u) : undo(std::move(u)) {}
+  ~UndoUnlessDone() {
+    if (!done) undo();
+  }
+  UndoUnlessDone(const UndoUnlessDone&) = delete;
+  UndoUnlessDone& operator=(const UndoUnlessDone&) = delete;
+  Undo undo;
+  bool done = false;
+};
+
 // The block's records appended to `out`, an array of the window's own.
 template <typename Record>
 void decode_gpu_records(const RecordBlock& b, int64_t window_start, const std::vector<uint32_t>& ids,
@@ -354,14 +369,7 @@ void decode_gpu_records(const RecordBlock& b, int64_t window_start, const std::v
   // block refused half-way takes its records back out.
   const size_t before = out.size();
   out.resize(before + b.n);
-  struct TakeBack {
-    std::vector<Record>& out;
-    size_t before;
-    bool done = false;
-    ~TakeBack() {
-      if (!done) out.resize(before);
-    }
-  } take_back{out, before};
+  UndoUnlessDone take_back([&] { out.resize(before); });
   RecordCursor at{window_start};
   for (size_t i = 0; i < b.n; ++i) decode_record(b, i, window_start, ids, at, out[before + i]);
   take_back.done = true;
@@ -374,14 +382,7 @@ void decode_gpu_records(const RecordBlock& b, int64_t window_start, const std::v
                         CaptureWindow& w) {
   const SpanChunk::Mark before = out.mark();
   out.packed.resize(before.packed + b.n);
-  struct TakeBack {
-    SpanChunk& out;
-    SpanChunk::Mark before;
-    bool done = false;
-    ~TakeBack() {
-      if (!done) out.truncate(before);
-    }
-  } take_back{out, before};
+  UndoUnlessDone take_back([&] { out.truncate(before); });
   RecordCursor at{window_start};
   for (size_t i = 0; i < b.n; ++i) {
     GpuSpan a{};
