@@ -101,7 +101,8 @@ ControlRead read_control_file(const std::string& run_dir) {
   // descriptors are few and long-lived); never one of the application's last descriptors.
   BorrowedRunDir kept_dir(run_dir);
   if (!fd_room(kept_dir.fd() >= 0 ? 1 : 2)) return out;  // read again at the next poll
-  Fd dir{kept_dir.fd() >= 0 ? -1 : ::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  Fd dir{kept_dir.fd() >= 0 ? -1 : keep_if_room(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))};
+  if (kept_dir.fd() < 0 && dir.fd < 0 && errno == EMFILE) return out;  // read again at the next poll
   const int dir_fd = kept_dir.fd() >= 0 ? kept_dir.fd() : dir.fd;
   if (dir_fd < 0) {
     // A missing or unusable directory is the writer's to report (once); only a run directory
@@ -112,10 +113,12 @@ ControlRead read_control_file(const std::string& run_dir) {
     out.error = "the run directory '" + run_dir + "' is a symbolic link";
     return out;
   }
+  // Checked again: the application may have taken descriptors since the check above.
+  if (dir.fd >= 0 && !fd_room(1)) return out;
   // O_NONBLOCK: a FIFO planted under the name must not block the flush thread in open().
-  Fd file{::openat(dir_fd, kControlFileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  Fd file{keep_if_room(::openat(dir_fd, kControlFileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY))};
   if (file.fd < 0) {
-    if (errno == ENOENT) return out;
+    if (errno == ENOENT || errno == EMFILE || errno == ENFILE) return out;  // none, or read again at the next poll
     out.status = ControlRead::Status::refused;
     out.error = errno == ELOOP ? "is a symbolic link" : std::string("cannot be opened (") + std::strerror(errno) + ")";
     return out;

@@ -145,6 +145,13 @@ bool fd_room(int take) {
   return free >= need;
 }
 
+int keep_if_room(int fd) {
+  if (fd < 0 || fd_room(0)) return fd;
+  ::close(fd);
+  errno = EMFILE;
+  return -1;
+}
+
 int move_fd_high(int fd) {
   rlimit rl{};
   if (fd < 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fd;

@@ -54,6 +54,12 @@ constexpr int kFdReserve = 2;
 // it could save). Each check costs one fcntl per descriptor looked at.
 bool fd_room(int take);
 
+// fd, or -1 (closed again, errno EMFILE) when opening it left fewer than kFdReserve descriptors
+// free: the check before an open cannot see an application filling its descriptors meanwhile (a
+// flush that checked before the application lowered its limit opened after it took all but one).
+// For reads that can wait for the next flush.
+int keep_if_room(int fd);
+
 // fd moved above the application's usual range (close-on-exec); fd itself when it cannot be.
 int move_fd_high(int fd);
 

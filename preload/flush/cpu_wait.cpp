@@ -33,7 +33,11 @@ bool read_thread(int task_fd, const char* tid, SchedStat* out) {
   while (tid[n] && n < 20) path[n] = tid[n], ++n;
   const char suffix[] = "/schedstat";
   for (size_t i = 0; i < sizeof suffix; ++i) path[n + i] = suffix[i];
-  int fd = openat(task_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  // Room is checked before and after every open, not once for the pass: an application filling
+  // its descriptors meanwhile (tests/integration: fd-limit) lost its last one to a later thread's
+  // file. A thread not read now keeps its baseline, so its wait counts in the next window.
+  if (!fd_room(1)) return false;
+  int fd = keep_if_room(openat(task_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd < 0) return false;
   char buf[96];
   ssize_t got;
@@ -74,7 +78,7 @@ CpuWaitWindow CpuWaitSampler::sample(pid_t exclude) {
   // Two descriptors at a time (the task directory, one schedstat): never the application's last
   // (safe_write.h); a window sampled without them has no cpu_wait, as where schedstat is missing.
   if (!fd_room(2)) return w;
-  int task_fd = open(task_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int task_fd = keep_if_room(open(task_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (task_fd < 0) return w;
   DIR* dir = fdopendir(task_fd);
   if (!dir) {
@@ -111,7 +115,7 @@ CpuWaitWindow CpuWaitSampler::sample(pid_t exclude) {
 
 void CpuWaitSampler::tick(const uint32_t* tids, int n, int64_t now_ns) {
   if (!fd_room(2)) return;  // as in sample()
-  const int task_fd = open(task_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int task_fd = keep_if_room(open(task_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (task_fd < 0) return;
   std::unordered_map<uint32_t, int64_t> now;
   int64_t wait = 0;

@@ -3,7 +3,9 @@
 // directory (a symlink, a FIFO, a symlinked run directory), whichever writer asks.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -195,6 +197,39 @@ TEST(SafeWriteDurability, SyncedWritesAndAppendsLandWholeLikeCachedOnes) {
   EXPECT_EQ(slurp(run / "a.json"), "{}\n");
   EXPECT_EQ(slurp(run / "b.lgr"), "onetwo");
   fs::remove_all(run);
+}
+
+// The room check before an open cannot see an application filling its descriptors meanwhile
+// (tests/integration: AnApplicationAtItsDescriptorLimitNeverFailsAnOpen failed now and then:
+// cpu_wait checked, the application took all but one, cpu_wait opened the last); keep_if_room,
+// after the open, hands the descriptor back when fewer than kFdReserve stay free. In a child: it
+// lowers its descriptor limit.
+TEST(SafeWriteDescriptors, AnOpenThatLeavesTooFewFreeIsHandedBackAtOnce) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit lim{16, 16};
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(10);
+    int held[16], n = 0;  // no allocation after fork
+    for (int fd; n < 16 && (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) held[n++] = fd;
+    if (n < 4) ::_exit(11);
+    for (int i = 0; i < 3; ++i) ::close(held[--n]);  // three free
+    const int kept = keep_if_room(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (kept < 0) ::_exit(12);  // two stay free: room
+    ::close(kept);
+    if (::open("/dev/null", O_RDONLY | O_CLOEXEC) < 0) ::_exit(11);  // the application takes one: two free
+    errno = 0;
+    const int refused = keep_if_room(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (refused >= 0 || errno != EMFILE) ::_exit(13);  // it would have left one
+    const int a = ::open("/dev/null", O_RDONLY | O_CLOEXEC), b = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (a < 0 || b < 0) ::_exit(14);  // both free again: the refused one was closed
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 too few descriptors, 12 refused with room, 13 kept "
+                                       "without room, 14 the refused descriptor stayed open";
 }
 
 }  // namespace safe_write_test
