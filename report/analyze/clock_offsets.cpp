@@ -4,6 +4,7 @@
 #include <cmath>
 #include <climits>
 #include <map>
+#include <span>
 
 #include "parallel.h"
 #include "stats.h"
@@ -16,9 +17,12 @@ struct Line {
 };
 
 // Least squares, then once more without the points further than 4 x the median |residual|
-// (at least 1 us) from the first line: a few odd collectives do not tilt the fit.
+// (at least 1 us) from the first line: a few odd collectives do not tilt the fit. Called for
+// every rank in every iteration of the fit: its buffers are the thread's, not allocated per call.
 Line fit_line(const std::vector<double>& x, const std::vector<double>& y, bool with_slope) {
-  auto fit = [&](const std::vector<bool>& keep) {
+  thread_local std::vector<double> res, sorted;
+  thread_local std::vector<char> keep;
+  auto fit = [&] {
     Line l;
     double n = 0, sx = 0, sy = 0;
     for (size_t i = 0; i < x.size(); ++i)
@@ -33,35 +37,60 @@ Line fit_line(const std::vector<double>& x, const std::vector<double>& y, bool w
     return l;
   };
   if (!with_slope) {  // offset only: the median is robust by itself
-    std::vector<double> v = y;
-    return {median(v), 0};
+    sorted.assign(y.begin(), y.end());
+    return {median_in_place(sorted), 0};
   }
-  std::vector<bool> keep(x.size(), true);
-  Line l = fit(keep);
-  std::vector<double> res(x.size());
+  keep.assign(x.size(), 1);
+  Line l = fit();
+  res.resize(x.size());
   for (size_t i = 0; i < x.size(); ++i) res[i] = std::abs(y[i] - (l.a + l.b * x[i]));
-  std::vector<double> sorted = res;
-  const double cut = std::max(1000.0, 4 * median(sorted));
+  sorted.assign(res.begin(), res.end());
+  const double cut = std::max(1000.0, 4 * median_in_place(sorted));
   for (size_t i = 0; i < x.size(); ++i) keep[i] = res[i] <= cut;
-  return fit(keep);
+  return fit();
 }
+
+// The samples of each group (or rank) in one array, in the samples' order, group g's at
+// [start[g], start[g + 1]): at 100,000 ranks a vector per rank, grown sample by sample, was
+// 700,000 allocations and most of the fit's page faults (issue 29).
+class SampleIndex {
+ public:
+  template <class KeyOf>
+  SampleIndex(const std::vector<ClockSample>& samples, size_t nkeys, KeyOf key_of) : start_(nkeys + 1, 0) {
+    for (const ClockSample& s : samples) ++start_[key_of(s) + 1];
+    for (size_t k = 0; k < nkeys; ++k) start_[k + 1] += start_[k];
+    items_.resize(samples.size());
+    std::vector<size_t> next(start_.begin(), start_.end() - 1);
+    for (const ClockSample& s : samples) items_[next[key_of(s)]++] = &s;
+  }
+  size_t size() const { return start_.size() - 1; }
+  size_t samples() const { return items_.size(); }
+  size_t first(size_t k) const { return start_[k]; }  // where key k's samples start in the array
+  std::span<const ClockSample* const> operator[](size_t k) const {
+    return {items_.data() + start_[k], items_.data() + start_[k + 1]};
+  }
+
+ private:
+  std::vector<size_t> start_;
+  std::vector<const ClockSample*> items_;
+};
 
 // The samples indexed both ways, times relative to the earliest end so that doubles keep
 // nanosecond precision, and the current estimate: each group's true end time t[g] and each
 // rank's clock line (its end = t + a + b t).
 struct Fit {
-  std::vector<std::vector<const ClockSample*>> by_group, by_rank;
+  SampleIndex by_group, by_rank;
   int64_t base = 0;
   std::vector<double> t;
   std::vector<Line> line;
   std::vector<bool> slope;  // enough samples over a long enough span to fit drift
 
   Fit(const std::vector<ClockSample>& samples, size_t ngroups, size_t nranks)
-      : by_group(ngroups), by_rank(nranks), t(ngroups, 0), line(nranks), slope(nranks, false) {
-    for (const ClockSample& s : samples) {
-      by_group[s.group].push_back(&s);
-      by_rank[s.rank].push_back(&s);
-    }
+      : by_group(samples, ngroups, [](const ClockSample& s) { return s.group; }),
+        by_rank(samples, nranks, [](const ClockSample& s) { return s.rank; }),
+        t(ngroups, 0),
+        line(nranks),
+        slope(nranks, false) {
     base = samples.front().end_ns;
     for (const ClockSample& s : samples) base = std::min(base, s.end_ns);
   }
@@ -87,7 +116,7 @@ struct Fit {
       thread_local std::vector<double> buf;
       buf.clear();
       for (const ClockSample* s : by_group[g]) buf.push_back(end(s) - corr(s->rank, end(s)));
-      t[g] = median(buf);
+      t[g] = median_in_place(buf);
     });
   }
 
@@ -120,22 +149,33 @@ void relative_to_reference(const Fit& f, ClockOffsets& out) {
   while (ref < nranks && f.by_rank[ref].empty()) ++ref;
   out.reference_rank = ref;
   const Line zero = f.line[ref];
-  std::vector<double> residuals, buf;
-  for (size_t r = 0; r < nranks; ++r) {
+  // Per rank on every core, each writing only its own entries; residual[i] is the residual of
+  // the i-th sample in by_rank's order.
+  std::vector<double> residual(f.by_rank.samples());
+  parallel_for(nranks, [&](size_t r) {
     out.rank_samples[r] = f.by_rank[r].size();
-    if (f.by_rank[r].empty()) continue;
+    if (f.by_rank[r].empty()) return;
     out.offset_ns[r] = f.line[r].a - zero.a;
     out.drift_ppm[r] = (f.line[r].b - zero.b) * 1e6;
+    double* mine = residual.data() + f.by_rank.first(r);
+    for (const ClockSample* s : f.by_rank[r]) *mine++ = f.residual(r, s);
+    thread_local std::vector<double> buf;
+    buf.assign(residual.data() + f.by_rank.first(r), mine);
+    out.rank_residual_ns[r] = median_in_place(buf);
+  });
+  // The residuals of collectives at least two ranks took part in, moved to the front of
+  // residual (each read before anything is written over it).
+  size_t shared = 0;
+  for (size_t r = 0; r < nranks; ++r) {
     out.max_abs_offset_ns = std::max(out.max_abs_offset_ns, std::abs(out.offset_ns[r]));
     out.max_abs_drift_ppm = std::max(out.max_abs_drift_ppm, std::abs(out.drift_ppm[r]));
-    buf.clear();
+    size_t i = f.by_rank.first(r);
     for (const ClockSample* s : f.by_rank[r]) {
-      buf.push_back(f.residual(r, s));
-      if (f.by_group[s->group].size() >= 2) residuals.push_back(buf.back());
+      if (f.by_group[s->group].size() >= 2) residual[shared++] = residual[i];
+      ++i;
     }
-    out.rank_residual_ns[r] = median(buf);
   }
-  out.residual_ns = residuals.empty() ? 0 : median(residuals);
+  out.residual_ns = shared == 0 ? 0 : median_in_place(residual.data(), residual.data() + shared);
 }
 
 // Per host, for the reader: the spread of its GPUs' offsets.

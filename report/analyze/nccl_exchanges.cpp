@@ -13,6 +13,13 @@ struct Entry {
   const Collective* c = nullptr;
 };
 
+bool gpu_usable(const Collective& c) {
+  return c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns && !c.gpu_time_suspect && !c.gpu_shifted;
+}
+bool shifted(const Collective& c) {
+  return c.gpu_shifted || (c.gpu_time_suspect && std::string_view(c.gpu_time_suspect) == "shifted");
+}
+
 // One operation as every rank (or both sides of a pair) saw it.
 struct Match {
   uint32_t comm = StringTable::kNone;
@@ -22,6 +29,18 @@ struct Match {
   bool ambiguous = false;    // one side seen twice (files without p2p indices)
   enum State { kComplete, kShifted, kIncomplete } state = kIncomplete;
   bool suspect = false;
+  // What judge() decides from, kept as each slot is filled (the operation is then in the cache; a
+  // pass over the slots afterwards met each rank's operation again, 0.2-0.3 s at 100,000 ranks).
+  size_t filled = 0;
+  bool all_gpu = true, any_shift = false, only_shift = true;
+  void count_in(const Collective& c) {
+    const bool usable = gpu_usable(c), shift = shifted(c);
+    ++filled;
+    all_gpu &= usable;
+    any_shift |= shift;
+    if (!usable && !shift) only_shift = false;
+    suspect |= c.gpu_time_suspect && !shift;
+  }
 };
 
 struct CollKey {
@@ -59,42 +78,29 @@ struct PlanHash {
   }
 };
 
-bool gpu_usable(const Collective& c) {
-  return c.gpu_start_ns && c.gpu_end_ns >= c.gpu_start_ns && !c.gpu_time_suspect && !c.gpu_shifted;
-}
-bool shifted(const Collective& c) {
-  return c.gpu_shifted || (c.gpu_time_suspect && std::string_view(c.gpu_time_suspect) == "shifted");
-}
-
-// Per rank: (device, unit) of each device it named, in order of appearance (one or a few: a
+// One rank's (device, unit) of each device it named, in order of appearance (one or a few: a
 // scan beats a std::map keyed by (rank, device) looked up once per operation).
-using RankUnits = std::vector<std::vector<std::pair<int, size_t>>>;
+using RankUnits = std::vector<std::pair<int, size_t>>;
 
-size_t find_unit(const std::vector<std::pair<int, size_t>>& units, int device) {
+size_t find_unit(const RankUnits& units, int device) {
   for (const auto& [d, u] : units)
     if (d == device) return u;
   return SIZE_MAX;
 }
 
-// Clock units: per rank, one per CUDA device its communicators named (in order of appearance).
-void make_units(const RunModel& m, Exchanges& x, RankUnits& unit_of) {
-  x.unit_of_rank.resize(m.ranks.size());
-  unit_of.resize(m.ranks.size());
-  for (size_t ri = 0; ri < m.ranks.size(); ++ri) {
-    bool any = false;
-    for (const CaptureWindow& w : m.ranks[ri].windows)
-      for (const Collective& c : w.collectives)
-        if (find_unit(unit_of[ri], c.device) == SIZE_MAX) {
-          if (!any) x.unit_of_rank[ri] = x.units.size();
-          any = true;
-          unit_of[ri].push_back({c.device, x.units.size()});
-          x.units.push_back({ri, c.device});
-        }
-    if (!any) {
-      x.unit_of_rank[ri] = x.units.size();
-      unit_of[ri].push_back({-1, x.units.size()});
-      x.units.push_back({ri, -1});
-    }
+// Rank ri's clock units: one per CUDA device its communicators named (in order of appearance).
+void add_units(const RunModel& m, size_t ri, Exchanges& x, RankUnits& units) {
+  units.clear();
+  x.unit_of_rank[ri] = x.units.size();
+  for (const CaptureWindow& w : m.ranks[ri].windows)
+    for (const Collective& c : w.collectives)
+      if (find_unit(units, c.device) == SIZE_MAX) {
+        units.push_back({c.device, x.units.size()});
+        x.units.push_back({ri, c.device});
+      }
+  if (units.empty()) {
+    units.push_back({-1, x.units.size()});
+    x.units.push_back({ri, -1});
   }
   x.callback_delays.resize(x.units.size());
 }
@@ -103,16 +109,20 @@ class Matcher {
  public:
   Matcher(const RunModel& m, Exchanges& x) : m_(m), x_(x) {}
 
+  // Rank by rank, its units and then its operations: one rank's operations are read twice while
+  // they are in the cache, not in two passes over every rank's.
   void add_all() {
-    RankUnits unit_of;
-    make_units(m_, x_, unit_of);
     size_t total = 0;
     for (const RankData& r : m_.ranks)
       for (const CaptureWindow& w : r.windows) total += w.collectives.size();
     coll_.reserve(total / std::max<size_t>(1, m_.ranks.size()) + 16);
-    for (size_t ri = 0; ri < m_.ranks.size(); ++ri)
+    x_.unit_of_rank.resize(m_.ranks.size());
+    RankUnits units;
+    for (size_t ri = 0; ri < m_.ranks.size(); ++ri) {
+      add_units(m_, ri, x_, units);
       for (const CaptureWindow& w : m_.ranks[ri].windows)
-        for (const Collective& c : w.collectives) add({ri, find_unit(unit_of[ri], c.device), &c});
+        for (const Collective& c : w.collectives) add({ri, find_unit(units, c.device), &c});
+    }
   }
 
   std::vector<Match>& matches() { return matches_; }
@@ -122,7 +132,7 @@ class Matcher {
   // 0: not p2p, 1: Send, 2: Recv.
   int p2p_kind(const Collective& c) {
     if (!c.p2p) return 0;
-    auto [it, added] = kind_of_func_.emplace(c.func, 0);
+    auto [it, added] = kind_of_func_.try_emplace(c.func, 0);
     if (added && c.func != StringTable::kNone) {
       const std::string& f = m_.strings.at(c.func);
       it->second = f == "Send" ? 1 : f == "Recv" ? 2 : 0;
@@ -133,13 +143,13 @@ class Matcher {
   size_t match_for(const Entry& e) {
     const Collective& c = *e.c;
     if (!c.p2p) {
-      auto [it, added] = coll_.emplace(CollKey{c.comm, c.func, c.seq}, matches_.size());
+      auto [it, added] = coll_.try_emplace(CollKey{c.comm, c.func, c.seq}, matches_.size());
       if (added) matches_.push_back({c.comm, false, c.comm_nranks, std::vector<Entry>(std::max(0, c.comm_nranks))});
       return it->second;
     }
     const bool send = p2p_kind(c) == 1;
     const PairKey key{c.comm, send ? c.comm_rank : c.peer, send ? c.peer : c.comm_rank, c.seq};
-    auto [it, added] = pair_.emplace(key, matches_.size());
+    auto [it, added] = pair_.try_emplace(key, matches_.size());
     if (added) matches_.push_back({c.comm, true, c.comm_nranks, std::vector<Entry>(2)});
     return it->second;
   }
@@ -161,6 +171,7 @@ class Matcher {
       return;
     }
     mt.slots[slot] = e;
+    mt.count_in(c);
     if (c.group) plan_links_.push_back({PlanKey{e.rank, c.comm, c.group}, mi});
   }
 
@@ -174,20 +185,9 @@ class Matcher {
 };
 
 void judge(Match& mt) {
-  bool all = mt.nranks >= 2 && !mt.ambiguous, all_gpu = true, any_shift = false, only_shift = true;
-  for (const Entry& e : mt.slots) {
-    if (!e.c) {
-      all = false;
-      continue;
-    }
-    const bool usable = gpu_usable(*e.c), shift = shifted(*e.c);
-    all_gpu &= usable;
-    any_shift |= shift;
-    if (!usable && !shift) only_shift = false;
-    mt.suspect |= e.c->gpu_time_suspect && !shift;
-  }
-  mt.state = !all ? Match::kIncomplete : all_gpu ? Match::kComplete : any_shift && only_shift ? Match::kShifted
-                                                                                              : Match::kIncomplete;
+  const bool all = mt.nranks >= 2 && !mt.ambiguous && mt.filled == mt.slots.size();
+  mt.state = !all ? Match::kIncomplete : mt.all_gpu ? Match::kComplete : mt.any_shift && mt.only_shift ? Match::kShifted
+                                                                                                        : Match::kIncomplete;
 }
 
 struct UnionFind {
@@ -239,6 +239,8 @@ bool host_timeable(const RunModel& m, const std::vector<Match>& matches, const s
   return true;
 }
 
+constexpr size_t kPrefetchAhead = 8;
+
 Exchange make_exchange(const RunModel& m, const std::vector<Match>& matches, const std::vector<size_t>& comp,
                        bool host_timed) {
   Exchange ex;
@@ -254,7 +256,11 @@ Exchange make_exchange(const RunModel& m, const std::vector<Match>& matches, con
     ex.func = first.slots[0].c->func;
     ex.seq = first.slots[0].c->seq;
     ex.members.reserve(first.slots.size());
-    for (const Entry& e : first.slots) {
+    const size_t n = first.slots.size();
+    for (size_t i = 0; i < n; ++i) {
+      // Each slot is another rank's operation, far from the last: asked for a few slots ahead.
+      if (i + kPrefetchAhead < n) __builtin_prefetch(first.slots[i + kPrefetchAhead].c);
+      const Entry& e = first.slots[i];
       const Collective& c = *e.c;
       ex.bytes = std::max(ex.bytes, c.bytes);
       ex.members.push_back({e.rank, e.unit, c.comm_rank, host_timed ? c.upload_start_ns : c.gpu_start_ns,
@@ -288,6 +294,9 @@ Exchange make_exchange(const RunModel& m, const std::vector<Match>& matches, con
 
 CommMatches& comm_entry(const RunModel& m, Exchanges& x, const Match& mt) {
   CommMatches& cm = x.comms[mt.comm];
+  // Once every communicator rank is known no slot changes anything: the slots of the other
+  // operations need not be read (each is another rank's operation: a cache miss).
+  if (!cm.ranks.empty() && cm.ranks_known == cm.ranks.size()) return cm;
   for (const Entry& e : mt.slots) {
     if (!e.c) continue;
     if (cm.ranks.empty()) {
@@ -296,7 +305,10 @@ CommMatches& comm_entry(const RunModel& m, Exchanges& x, const Match& mt) {
       cm.ranks.assign(std::max(0, cm.nranks), -1);
     }
     const int cr = e.c->comm_rank;
-    if (cr >= 0 && cr < static_cast<int>(cm.ranks.size()) && cm.ranks[cr] < 0) cm.ranks[cr] = m.ranks[e.rank].rank;
+    if (cr >= 0 && cr < static_cast<int>(cm.ranks.size()) && cm.ranks[cr] < 0) {
+      cm.ranks[cr] = m.ranks[e.rank].rank;
+      cm.ranks_known += cm.ranks[cr] >= 0;  // a rank file without its rank number leaves it unknown
+    }
   }
   return cm;
 }

@@ -53,6 +53,7 @@ struct CommMatches {                   // per communicator
   uint32_t name = StringTable::kNone;
   int nranks = 0;
   std::vector<int> ranks;              // global rank by communicator rank (-1: never seen)
+  size_t ranks_known = 0;              // entries of ranks that are not -1
   uint64_t matched = 0;                // collectives matched on every rank, in an exchange
   uint64_t incomplete = 0;             // seen on some ranks only, or without usable GPU times
   uint64_t suspect = 0;                // ... of those: suspect GPU times (gpu_time_suspect) on some rank
