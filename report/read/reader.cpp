@@ -56,7 +56,9 @@ std::vector<fs::path> rank_files_in(const fs::path& dir) {
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
     if (it->is_regular_file(ec) && is_rank_file(it->path())) out.push_back(it->path());
-  std::sort(out.begin(), out.end());
+  // One directory's entries: as strings they sort as paths do (the same parent, then the name),
+  // without path::compare's walk over components (0.4 s of one core at 100,000 files).
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) { return a.native() < b.native(); });
   return out;
 }
 
@@ -930,9 +932,17 @@ void list_lost_records(RunModel& model) {
 
 void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts) {
   list_segment_notes(segments, model.problems);
+  // Each process image's segments joined on every core (they share nothing), then grouped by rank
+  // in the images' order, as one thread would have.
+  std::map<ImageKey, std::vector<Segment*>> images = choose_run(model, segments, opts);
+  std::vector<std::pair<const ImageKey*, std::vector<Segment*>*>> each;
+  each.reserve(images.size());
+  for (auto& [key, segs] : images) each.emplace_back(&key, &segs);
+  std::vector<RankData> joined(each.size());
+  parallel_for(each.size(), reader_threads(opts.threads, each.size()),
+               [&](size_t i) { joined[i] = join_segments(*each[i].first, *each[i].second); });
   std::map<int, std::vector<RankData>> by_rank;
-  for (auto& [key, segs] : choose_run(model, segments, opts))
-    by_rank[key.rank].push_back(join_segments(key, segs));
+  for (size_t i = 0; i < each.size(); ++i) by_rank[each[i].first->rank].push_back(std::move(joined[i]));
   for (auto& [rank, procs] : by_rank) {
     choose_rank_process(procs, model.problems);
     model.ranks.push_back(std::move(procs.front()));
