@@ -102,7 +102,6 @@ ControlRead read_control_file(const std::string& run_dir) {
   BorrowedRunDir kept_dir(run_dir);
   if (!fd_room(kept_dir.fd() >= 0 ? 1 : 2)) return out;  // read again at the next poll
   Fd dir{kept_dir.fd() >= 0 ? -1 : keep_if_room(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))};
-  if (kept_dir.fd() < 0 && dir.fd < 0 && errno == EMFILE) return out;  // read again at the next poll
   const int dir_fd = kept_dir.fd() >= 0 ? kept_dir.fd() : dir.fd;
   if (dir_fd < 0) {
     // A missing or unusable directory is the writer's to report (once); only a run directory

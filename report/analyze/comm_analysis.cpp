@@ -48,8 +48,8 @@ std::string plugin_status(const RankData& r) {
 // any rank saw. Each rank sees the same numbers: kept once each as they come (at 100,000 ranks,
 // 5 M numbers sorted with their duplicates took 0.27 s).
 std::map<uint32_t, uint64_t> seq_gaps(const RunModel& m) {
-  struct MixedHash {  // the numbers come from files: not the identity, which evenly spaced ones defeat
-    size_t operator()(uint64_t h) const { return static_cast<size_t>((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull); }
+  struct MixedHash {  // the numbers come from files
+    size_t operator()(uint64_t h) const { return mix_bits(h); }
   };
   struct Seen {
     std::unordered_set<uint64_t, MixedHash> seqs;

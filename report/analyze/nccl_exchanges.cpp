@@ -57,12 +57,11 @@ struct PairKey {
   }
 };
 struct KeyHash {
-  static size_t mix(uint64_t h) { return static_cast<size_t>((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull); }
   size_t operator()(const CollKey& k) const {
-    return mix(k.seq * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 32 | k.func));
+    return mix_bits(k.seq * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 32 | k.func));
   }
   size_t operator()(const PairKey& k) const {
-    return mix(k.index * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 32) ^ (uint64_t(uint32_t(k.src)) << 16) ^
+    return mix_bits(k.index * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 32) ^ (uint64_t(uint32_t(k.src)) << 16) ^
                uint32_t(k.dst));
   }
 };
@@ -74,7 +73,7 @@ struct PlanKey {  // one rank's plan on one communicator
 };
 struct PlanHash {
   size_t operator()(const PlanKey& k) const {
-    return KeyHash::mix(k.group * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 24) ^ k.rank);
+    return mix_bits(k.group * 0x9e3779b97f4a7c15ull ^ (uint64_t{k.comm} << 24) ^ k.rank);
   }
 };
 

@@ -14,6 +14,7 @@
 // A pure function of the model.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -22,6 +23,10 @@
 #include "model.h"
 
 namespace laggard::report {
+
+// A 64-bit key read from files, mixed for an unordered container (the NCCL analyses' matching and
+// sequence numbers): the identity hash puts evenly spaced values into few buckets.
+inline size_t mix_bits(uint64_t h) { return static_cast<size_t>((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull); }
 
 // One GPU's clock: a rank's, or one of the GPUs of a process that drives several.
 struct ClockUnit {
