@@ -2,15 +2,13 @@
 
 namespace laggard::report {
 
-Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
-                      const StepSet* steps_override, GpuScoreReport gpu, CommReport comm) {
+Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
+                                 std::optional<StepSet> steps) {
   Analyses a;
-  a.gpu = std::move(gpu);
-  a.comm = std::move(comm);
   auto stage = [&opt](const char* name) {
     if (opt.on_stage) opt.on_stage(name);
   };
-  a.steps = steps_override ? *steps_override : detect_steps(model, opt.step_section);
+  a.steps = steps ? std::move(*steps) : detect_steps(model, opt.step_section);
   {
     stage("GPU timelines");
     std::vector<GpuTimeline> timelines = index_gpu_all(model);  // built once for both
@@ -30,8 +28,23 @@ Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const An
     stage("NVRx reports");
     a.nvrx = analyze_nvrx(model, a.steps, scores.window_s, opt.nvrx);
   }
-  stage("verdict");
+  return a;
+}
+
+void decide_verdict(Analyses& a, const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
+                    GpuScoreReport gpu, CommReport comm) {
+  a.gpu = std::move(gpu);
+  a.comm = std::move(comm);
+  if (opt.on_stage) opt.on_stage("verdict");
   a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm);
+}
+
+Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
+                      const StepSet* steps_override, GpuScoreReport gpu, CommReport comm) {
+  std::optional<StepSet> steps;
+  if (steps_override) steps = *steps_override;
+  Analyses a = analyses_before_verdict(model, scores, opt, std::move(steps));
+  decide_verdict(a, model, scores, opt, std::move(gpu), std::move(comm));
   return a;
 }
 

@@ -46,4 +46,14 @@ struct Analyses {
 Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
                       const StepSet* steps_override = nullptr, GpuScoreReport gpu = {}, CommReport comm = {});
 
+// run_analyses in two parts, for a caller that computes the collectives meanwhile (issue 29):
+// first what needs neither the GPU scores nor the collectives (steps, jitter, breakdown, HTA's and
+// NVRx's numbers; of `scores` only its window length), then with them the verdict, from `scores`
+// with their stragglers added.
+// `steps`: the steps to use (moved in: no copy of every rank's), or none to detect them.
+Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
+                                 std::optional<StepSet> steps = std::nullopt);
+void decide_verdict(Analyses& a, const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
+                    GpuScoreReport gpu, CommReport comm);
+
 }  // namespace laggard::report

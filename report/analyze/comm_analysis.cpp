@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -75,6 +76,17 @@ std::map<uint32_t, uint64_t> seq_gaps(const RunModel& m) {
   return gaps;
 }
 
+// seq_gaps reads only the model: on a thread of its own while the exchanges are matched and
+// scored (issue 29: 40 ms of one thread at the end of the collectives at 10,000 ranks of
+// summaries, where the other core had nothing left to do). Where no thread starts, when asked.
+std::future<std::map<uint32_t, uint64_t>> seq_gaps_beside(const RunModel& m) {
+  try {
+    return std::async(std::launch::async, [&m] { return seq_gaps(m); });
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, [&m] { return seq_gaps(m); });
+  }
+}
+
 std::string comm_label(const RunModel& m, const CommSummary& c) {
   return "comm " + (c.name != StringTable::kNone ? m.strings.at(c.name) : m.strings.at(c.comm));
 }
@@ -119,28 +131,38 @@ struct CommWork {
 bool collect(CommWork& w) {
   const size_t R = w.m.ranks.size();
   w.rep.ranks.resize(R);
-  for (size_t ri = 0; ri < R; ++ri) {
+  struct Counted {
+    decltype(w.rep.ops) ops{};
+    decltype(w.rep.p2p) p2p{};
+  };
+  std::vector<Counted> counted(R);  // summed in rank order below
+  parallel_for(R, [&](size_t ri) {  // ranks are independent: on every core
     CommRankStats& s = w.rep.ranks[ri];
+    Counted& n = counted[ri];
     s.rank = w.m.ranks[ri].rank;
     s.host = w.m.ranks[ri].host;
     s.gpu_shift_ns = w.m.ranks[ri].nccl_gpu_shift_ns;
     s.nccl_plugin = plugin_status(w.m.ranks[ri]);
     for (const CaptureWindow& cw : w.m.ranks[ri].windows) {
       for (const CaptureWindow::P2pCounts& p : cw.p2p) {
-        w.rep.p2p += p.sends + p.recvs;
+        n.p2p += p.sends + p.recvs;
         s.p2p_ops += p.sends + p.recvs;
         s.p2p_bytes += p.send_bytes + p.recv_bytes;
       }
       for (const Collective& c : cw.collectives) {
         s.suspect += c.gpu_time_suspect != nullptr;
-        ++w.rep.ops;
+        ++n.ops;
         if (!c.p2p) continue;
-        ++w.rep.p2p;
+        ++n.p2p;
         ++s.p2p_ops;
         s.p2p_bytes += c.bytes;
         if (c.gpu_start_ns && c.gpu_end_ns > c.gpu_start_ns) s.p2p_gpu_ns += double(c.gpu_end_ns - c.gpu_start_ns);
       }
     }
+  });
+  for (const Counted& n : counted) {
+    w.rep.ops += n.ops;
+    w.rep.p2p += n.p2p;
   }
   return w.rep.ops > 0;
 }
@@ -556,13 +578,14 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
   rep.options = opt;
   CommWork w{m, scores, opt, rep};
   if (!collect(w)) return rep;
+  std::future<std::map<uint32_t, uint64_t>> gaps = seq_gaps_beside(m);
   summarize_matches(w);
   if (opt.fit_clocks) align_clocks(w);  // not for collectives timed on the host (issue 25)
   score_exchanges(w);
   if (opt.fit_clocks) measure_late_ends(w);  // GPU ends only
   list_worst(w);
   list_slow(w);
-  for (const auto& [comm, n] : seq_gaps(m))
+  for (const auto& [comm, n] : gaps.get())
     if (auto it = w.comm_at.find(comm); it != w.comm_at.end()) rep.comms[it->second].seq_gaps = n;
   list_last_arrivers(w);
   return rep;

@@ -215,9 +215,9 @@ std::string describe_cut(const Cut& cut, const StepSet& steps) {
   return out;
 }
 
-StepSet apply_cut(const StepSet& steps, const Cut& cut) {
+StepSet apply_cut(StepSet steps, const Cut& cut) {
   if (!cut.steps) return steps;
-  StepSet out = steps;
+  StepSet out = std::move(steps);
   for (auto& rs : out.per_rank) {
     std::vector<Step> kept;
     for (const Step& s : rs)

@@ -22,7 +22,7 @@ struct Cut {
 
 // Throws std::invalid_argument for a bad regex.
 RunModel apply_cut(const RunModel& model, const Cut& cut);
-StepSet apply_cut(const StepSet& steps, const Cut& cut);
+StepSet apply_cut(StepSet steps, const Cut& cut);
 
 // Each rank's data restricted to the time of its own steps [first, last] (step k of a rank is
 // the k-th step it ran, as in `steps`): NVTX occurrences, GPU records and NCCL operations by

@@ -23,6 +23,8 @@ class ProgressBar {
   void update(const std::string& stage, double fraction, const std::string& detail = "");
   // Wipes the line, if one was drawn.
   void clear();
+  // Whether anything can be drawn (see update).
+  bool terminal() const { return terminal_; }
 
  private:
   void draw(const std::string& stage, double fraction, const std::string& detail);

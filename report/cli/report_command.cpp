@@ -43,7 +43,10 @@ void health_text(const report::HealthReport& health, size_t top, std::ostream& o
 }
 
 // Reading reports files and megabytes done; the bar shows only on a terminal, after a second.
+// Elsewhere nothing is counted (issue 29: the counter takes every file's size before reading,
+// on one thread, and a lock per file: 10-15 ms at 10,000 files).
 report::ReadOptions with_progress(report::ReadOptions read, ProgressBar& bar) {
+  if (!bar.terminal()) return read;
   read.on_progress = [&bar](size_t files, size_t total, uint64_t bytes, uint64_t total_bytes) {
     double fraction = total_bytes ? double(bytes) / double(total_bytes) : double(files) / double(total);
     bar.update("reading", fraction, fmt::format("{}/{} files, {:.0f}/{:.0f} MB", files, total, bytes / 1e6,
@@ -151,7 +154,8 @@ std::optional<Cut> apply_cuts(report::RunModel& model, const ReportOptions& o, s
                          o.cut.steps->second, most, most ? most - 1 : 0, all.source));
       model = report::cut_to_steps(model, all, *o.cut.steps);
     }
-    return Cut{report::apply_cut(all, o.cut), report::describe_cut(o.cut, all)};
+    std::string text = report::describe_cut(o.cut, all);
+    return Cut{report::apply_cut(std::move(all), o.cut), std::move(text)};  // no copy of every rank's steps
   } catch (const std::exception& e) {
     err << "laggard report: " << e.what() << '\n';
     return std::nullopt;
@@ -166,9 +170,10 @@ struct Results {
 };
 
 // The collectives analysis on a thread of its own while `beside` runs (issue 29: it is mostly one
-// thread's work, 0.3 s at 10,000 ranks of summaries, 4 s at 100,000, and the GPU scores beside it
-// use the other core only part of the time). The GPU scores add to scores.stragglers only; the
-// collectives read only its report windows. Where no thread can be started, one after the other.
+// thread's work, 0.3 s at 10,000 ranks of summaries, 4 s at 100,000). Beside it run the GPU scores,
+// which add to scores.stragglers only (the collectives read only its report windows), and the
+// analyses that need neither (steps, jitter, breakdown). Where no thread can be started, one after
+// the other.
 template <class F>
 report::CommReport collectives_beside(const report::RunModel& model, const report::ScoreReport& scores, F&& beside) {
   std::future<report::CommReport> comm;
@@ -182,19 +187,23 @@ report::CommReport collectives_beside(const report::RunModel& model, const repor
   return comm.get();
 }
 
-Results analyse(const report::RunModel& model, const ReportOptions& o, const report::StepSet& steps) {
+Results analyse(const report::RunModel& model, const ReportOptions& o, report::StepSet steps) {
   auto stage = [&o](const char* name) {
     if (o.on_stage) o.on_stage(name);
   };
   Results r;
   stage("section scores");
   r.scores = report::compute_scores(model, o.scores);
-  stage("GPU scores and collectives");
+  stage("GPU scores (collectives beside)");
   report::GpuScoreReport gpu;
-  report::CommReport comm = collectives_beside(model, r.scores, [&] { gpu = report::compute_gpu_scores(model, r.scores); });
+  report::CommReport comm = collectives_beside(model, r.scores, [&] {
+    gpu = report::compute_gpu_scores(model, r.scores);
+    stage("steps (collectives beside)");
+    r.analyses = report::analyses_before_verdict(model, r.scores, o.analyses, std::move(steps));
+    stage("the rest of the collectives");
+  });
   r.scores.stragglers.insert(r.scores.stragglers.end(), comm.stragglers.begin(), comm.stragglers.end());
-  stage("steps");
-  r.analyses = report::run_analyses(model, r.scores, o.analyses, &steps, std::move(gpu), std::move(comm));
+  report::decide_verdict(r.analyses, model, r.scores, o.analyses, std::move(gpu), std::move(comm));
   stage("GPU health");
   r.health = report::analyze_gpu_health(model);
   report::link_gpu_health(r.analyses.verdict, r.health);
@@ -246,10 +255,10 @@ int report_model(report::RunModel& model, const ReportOptions& o, std::ostream& 
     err << "laggard report: --format csv writes one file per table: name their directory with -o DIR\n";
     return 2;
   }
-  const std::optional<Cut> cut = apply_cuts(model, o, err);
+  std::optional<Cut> cut = apply_cuts(model, o, err);
   if (!cut) return 2;
   if (o.format == "text") model = report::escaped_for_text(std::move(model));  // names from files reach a terminal
-  Results r = analyse(model, o, cut->steps);
+  Results r = analyse(model, o, std::move(cut->steps));  // kept in r.analyses.steps
   // The page first: a reader of stdout that stops early (| head) must not cost the file.
   const bool html_written =
       o.html.empty() || write_html(model, r.scores, r.analyses, r.health, o, cut->text, err);

@@ -943,6 +943,7 @@ void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOpt
                [&](size_t i) { joined[i] = join_segments(*each[i].first, *each[i].second); });
   std::map<int, std::vector<RankData>> by_rank;
   for (size_t i = 0; i < each.size(); ++i) by_rank[each[i].first->rank].push_back(std::move(joined[i]));
+  model.ranks.reserve(model.ranks.size() + by_rank.size());  // RankData is large: no regrowth
   for (auto& [rank, procs] : by_rank) {
     choose_rank_process(procs, model.problems);
     model.ranks.push_back(std::move(procs.front()));
