@@ -27,6 +27,16 @@ struct Outcome {  // what the analysis found for one exchange
   std::vector<std::pair<size_t, double>> blamed;  // rank index, share of the waiting (sums to 1)
   std::vector<int64_t> start, end;  // by member, on the reference clock
   std::vector<double> wait;         // by member
+  // What does not depend on earlier exchanges, found for all exchanges at once (arrivals()).
+  int64_t first_arrival = 0, latest_end = 0;
+  std::vector<char> is_last;      // by member: arrived within the floor of the last arrival
+  int nlast = 0;                  // members is_last
+  double others_wait = 0;         // waited by the members not last
+  double latest_waiter = 0;       // the latest arrival of a member not last (or the first arrival)
+  std::vector<size_t> units;      // the members' clock units, sorted; handed to member_set
+  // member_set's result, held here for Previous::units (one per exchange at most: consecutive
+  // exchanges with the same members share it).
+  std::shared_ptr<const std::vector<size_t>> unit_set;
 };
 
 // What NCCL did with the plugin on this rank, as its files tell.
@@ -74,17 +84,6 @@ std::map<uint32_t, uint64_t> seq_gaps(const RunModel& m) {
   std::map<uint32_t, uint64_t> gaps;
   for (const auto& [key, s] : seen) gaps[key.first] += (s.hi - s.lo + 1) - s.seqs.size();
   return gaps;
-}
-
-// seq_gaps reads only the model: on a thread of its own while the exchanges are matched and
-// scored (issue 29: 40 ms of one thread at the end of the collectives at 10,000 ranks of
-// summaries, where the other core had nothing left to do). Where no thread starts, when asked.
-std::future<std::map<uint32_t, uint64_t>> seq_gaps_beside(const RunModel& m) {
-  try {
-    return std::async(std::launch::async, [&m] { return seq_gaps(m); });
-  } catch (const std::system_error&) {
-    return std::async(std::launch::deferred, [&m] { return seq_gaps(m); });
-  }
 }
 
 std::string comm_label(const RunModel& m, const CommSummary& c) {
@@ -262,18 +261,18 @@ struct Previous {
   // of the stage copying it). Outcomes do not move while exchanges are scored.
   const std::vector<std::pair<size_t, double>>* waited_for = nullptr;
   // Members, sorted; shared by every member of that exchange (one copy each was n^2 at 10,000
-  // ranks), and by consecutive exchanges with the same members.
-  std::shared_ptr<const std::vector<size_t>> units;
+  // ranks), and by consecutive exchanges with the same members. Held by the exchange's Outcome
+  // (a shared_ptr here cost two atomic operations per member and exchange).
+  const std::vector<size_t>* units = nullptr;
 };
 
-// The exchange's members as a sorted set, the previous exchange's set when they are the same
-// (the communicator's previous exchange), so that "was it there" is one pointer compare.
-std::shared_ptr<const std::vector<size_t>> member_set(const Exchange& ex, std::shared_ptr<const std::vector<size_t>>& last) {
-  std::vector<size_t> units;
-  units.reserve(ex.members.size());
-  for (const ExchangeMember& mb : ex.members) units.push_back(mb.unit);
-  std::sort(units.begin(), units.end());
+// The exchange's members as a sorted set (`units`, sorted by arrivals()), the previous exchange's
+// set when they are the same (the communicator's previous exchange), so that "was it there" is
+// one pointer compare.
+std::shared_ptr<const std::vector<size_t>> member_set(std::vector<size_t>&& units,
+                                                      std::shared_ptr<const std::vector<size_t>>& last) {
   if (!last || *last != units) last = std::make_shared<const std::vector<size_t>>(std::move(units));
+  std::vector<size_t>().swap(units);
   return last;
 }
 
@@ -292,6 +291,61 @@ void credit(CommWork& w, size_t ci, size_t ri, double ns) {
   if (it != index.end() && it->second < per_rank.size()) per_rank[it->second].blame_ns += ns;
 }
 
+// Per rank: how much later than the others its symmetric collectives end (after alignment).
+void measure_late_ends(CommWork& w) {
+  std::vector<std::vector<double>> late(w.m.ranks.size());
+  std::vector<double> ends;
+  for (size_t ei = 0; ei < w.x.list.size(); ++ei) {
+    const Exchange& ex = w.x.list[ei];
+    if (!ex.symmetric || ex.host_timed || ex.members.size() < 3) continue;
+    ends.assign(w.outcomes[ei].end.begin(), w.outcomes[ei].end.end());
+    const double mid = median(ends);
+    for (size_t i = 0; i < ex.members.size(); ++i)
+      late[ex.members[i].rank].push_back(double(w.outcomes[ei].end[i]) - mid);
+  }
+  for (size_t ri = 0; ri < late.size(); ++ri) w.rep.ranks[ri].late_end_ns = median(std::move(late[ri]));
+}
+
+// What of an exchange does not depend on the exchanges before it: its last, first and latest
+// arrivals, who arrived last (within the floor), who waited how long, and its members' units in
+// order. All exchanges' at once on every core (issue 29: at 10,000 ranks the members' sorting
+// alone took a third of the serial pass below).
+void arrivals(CommWork& w, size_t ei) {
+  const Exchange& ex = w.x.list[ei];
+  Outcome& out = w.outcomes[ei];
+  const int n = static_cast<int>(ex.members.size());
+  out.start.reserve(n);
+  out.end.reserve(n);
+  for (const ExchangeMember& mb : ex.members) {
+    out.start.push_back(w.aligned(ex, mb, mb.start));
+    out.end.push_back(w.aligned(ex, mb, mb.end));
+  }
+  const double floor = ex.host_timed ? w.opt.host_lead_floor_ns : w.opt.lead_floor_ns;
+  const int64_t last = *std::max_element(out.start.begin(), out.start.end());
+  const int64_t first = *std::min_element(out.start.begin(), out.start.end());
+  out.last_arrival = last;
+  out.first_arrival = first;
+  out.latest_end = *std::max_element(out.end.begin(), out.end.end());
+  out.is_last.assign(n, false);
+  if (double(last - first) >= floor)
+    for (int i = 0; i < n; ++i) out.is_last[i] = double(last - out.start[i]) <= floor;
+  out.nlast = static_cast<int>(std::count(out.is_last.begin(), out.is_last.end(), true));
+  out.wait.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const double kernel = ex.host_timed ? 1e18 : double(out.end[i] - out.start[i]);
+    out.wait[i] = std::clamp(double(last - out.start[i]), 0.0, kernel);
+    out.total_wait += out.wait[i];
+    if (!out.is_last[i]) out.others_wait += out.wait[i];
+  }
+  // The latest waiter, with nothing carried: what every last rank without a carried wait sees.
+  out.latest_waiter = double(first);
+  for (int j = 0; j < n; ++j)
+    if (!out.is_last[j]) out.latest_waiter = std::max(out.latest_waiter, double(out.start[j]));
+  out.units.reserve(n);
+  for (const ExchangeMember& mb : ex.members) out.units.push_back(mb.unit);
+  std::sort(out.units.begin(), out.units.end());
+}
+
 // One exchange: who arrived last, who waited how long, the blame (passed on where the last rank
 // was late because it waited just before), and its bandwidth. leads: per rank index, how much
 // later than the median rank it arrived when last by itself.
@@ -303,27 +357,12 @@ void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::ve
   const int n = static_cast<int>(ex.members.size());
   auto& per_rank = w.per_comm_rank[ci];
   const double floor = ex.host_timed ? w.opt.host_lead_floor_ns : w.opt.lead_floor_ns;
-  const int64_t last = *std::max_element(out.start.begin(), out.start.end());
-  const int64_t first = *std::min_element(out.start.begin(), out.start.end());
-  const int64_t latest_end = *std::max_element(out.end.begin(), out.end.end());
-  std::vector<bool> is_last(n, false);
-  if (double(last - first) >= floor)
-    for (int i = 0; i < n; ++i) is_last[i] = double(last - out.start[i]) <= floor;
-  const int nlast = static_cast<int>(std::count(is_last.begin(), is_last.end(), true));
-  out.wait.assign(n, 0);
-  double others_wait = 0;
-  for (int i = 0; i < n; ++i) {
-    const double kernel = ex.host_timed ? 1e18 : double(out.end[i] - out.start[i]);
-    out.wait[i] = std::clamp(double(last - out.start[i]), 0.0, kernel);
-    out.total_wait += out.wait[i];
-    if (!is_last[i]) others_wait += out.wait[i];
-  }
-  out.last_arrival = last;
-  const std::shared_ptr<const std::vector<size_t>> units = member_set(ex, last_sets[ci]);
-  // The latest waiter, with nothing carried: what every last rank without a carried wait sees.
-  double latest_waiter = double(first);
-  for (int j = 0; j < n; ++j)
-    if (!is_last[j]) latest_waiter = std::max(latest_waiter, double(out.start[j]));
+  const int64_t last = out.last_arrival, first = out.first_arrival, latest_end = out.latest_end;
+  const std::vector<char>& is_last = out.is_last;
+  const int nlast = out.nlast;
+  const double others_wait = out.others_wait, latest_waiter = out.latest_waiter;
+  out.unit_set = member_set(std::move(out.units), last_sets[ci]);
+  const std::vector<size_t>* const units = out.unit_set.get();
   std::map<size_t, double> blamed;  // rank index -> ns
   std::vector<bool> own_last(n, false);
   for (int i = 0; i < n; ++i) {
@@ -391,6 +430,7 @@ void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::ve
     if (!ex.host_timed) prev[mb.unit] = {true, out.end[i], is_last[i] ? 0.0 : out.wait[i], &out.blamed, units};
   }
   ++w.rep.comms[ci].arrivals;
+  std::vector<char>().swap(out.is_last);
 
   const std::string& func = w.m.strings.at(ex.func);
   out.transfer_ns = double(latest_end - last);
@@ -412,37 +452,20 @@ void score_exchanges(CommWork& w) {
   std::vector<size_t> order(list.size());
   parallel_for(list.size(), [&](size_t ei) {  // exchanges are independent: on every core
     order[ei] = ei;
-    Outcome& out = w.outcomes[ei];
-    out.start.reserve(list[ei].members.size());
-    out.end.reserve(list[ei].members.size());
-    for (const ExchangeMember& mb : list[ei].members) {
-      out.start.push_back(w.aligned(list[ei], mb, mb.start));
-      out.end.push_back(w.aligned(list[ei], mb, mb.end));
-    }
-    out.last_arrival = *std::max_element(out.start.begin(), out.start.end());
+    arrivals(w, ei);
   });
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return w.outcomes[a].last_arrival < w.outcomes[b].last_arrival; });
   std::vector<Previous> prev(w.x.units.size());
   std::vector<std::vector<double>> leads(w.m.ranks.size());
   std::vector<std::shared_ptr<const std::vector<size_t>>> last_sets(w.rep.comms.size());  // per communicator
+  // The late ends (GPU ends only) need only the arrivals: beside the pass in order, which is one
+  // thread's (issue 29). They write only late_end_ns of the ranks' stats, which that pass does not.
+  std::future<void> late_ends;
+  if (w.opt.fit_clocks) late_ends = run_beside([&w] { measure_late_ends(w); });
   for (size_t ei : order) score_exchange(w, ei, prev, leads, last_sets);
   for (size_t ri = 0; ri < leads.size(); ++ri) w.rep.ranks[ri].lateness_ns = median(std::move(leads[ri]));
-}
-
-// Per rank: how much later than the others its symmetric collectives end (after alignment).
-void measure_late_ends(CommWork& w) {
-  std::vector<std::vector<double>> late(w.m.ranks.size());
-  std::vector<double> ends;
-  for (size_t ei = 0; ei < w.x.list.size(); ++ei) {
-    const Exchange& ex = w.x.list[ei];
-    if (!ex.symmetric || ex.host_timed || ex.members.size() < 3) continue;
-    ends.assign(w.outcomes[ei].end.begin(), w.outcomes[ei].end.end());
-    const double mid = median(ends);
-    for (size_t i = 0; i < ex.members.size(); ++i)
-      late[ex.members[i].rank].push_back(double(w.outcomes[ei].end[i]) - mid);
-  }
-  for (size_t ri = 0; ri < late.size(); ++ri) w.rep.ranks[ri].late_end_ns = median(std::move(late[ri]));
+  if (late_ends.valid()) late_ends.get();
 }
 
 // The exchanges with the most waiting, in full.
@@ -578,11 +601,13 @@ CommReport analyze_collectives(const RunModel& m, const ScoreReport& scores, con
   rep.options = opt;
   CommWork w{m, scores, opt, rep};
   if (!collect(w)) return rep;
-  std::future<std::map<uint32_t, uint64_t>> gaps = seq_gaps_beside(m);
+  // seq_gaps reads only the model: on a thread of its own while the exchanges are matched and
+  // scored (issue 29: 40 ms of one thread at the end of the collectives at 10,000 ranks of
+  // summaries, where the other core had nothing left to do).
+  std::future<std::map<uint32_t, uint64_t>> gaps = run_beside([&m] { return seq_gaps(m); });
   summarize_matches(w);
   if (opt.fit_clocks) align_clocks(w);  // not for collectives timed on the host (issue 25)
   score_exchanges(w);
-  if (opt.fit_clocks) measure_late_ends(w);  // GPU ends only
   list_worst(w);
   list_slow(w);
   for (const auto& [comm, n] : gaps.get())

@@ -6,7 +6,10 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <future>
+#include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace laggard::report {
@@ -40,6 +43,18 @@ void parallel_for(size_t n, F&& f) {
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+// f() on a thread of its own, beside the caller's work. Where no thread can be started, f runs
+// when its result is asked for (get()). A future from a thread waits for it when destroyed, so
+// an exception in the caller's work cannot leave f running on freed state.
+template <class F>
+std::future<std::invoke_result_t<F&>> run_beside(F f) {
+  try {
+    return std::async(std::launch::async, f);
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, std::move(f));
+  }
 }
 
 }  // namespace laggard::report

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <optional>
-#include <system_error>
 
 #include <fmt/format.h>
 
@@ -20,6 +18,7 @@
 #include "health_analysis.h"
 #include "host_collectives.h"
 #include "json_text.h"
+#include "parallel.h"
 #include "progress.h"
 #include "stacks.h"
 #include "text_escape.h"
@@ -176,13 +175,7 @@ struct Results {
 // the other.
 template <class F>
 report::CommReport collectives_beside(const report::RunModel& model, const report::ScoreReport& scores, F&& beside) {
-  std::future<report::CommReport> comm;
-  try {
-    comm = std::async(std::launch::async, [&] { return report::analyze_run_collectives(model, scores); });
-  } catch (const std::system_error&) {
-    beside();
-    return report::analyze_run_collectives(model, scores);
-  }
+  auto comm = report::run_beside([&] { return report::analyze_run_collectives(model, scores); });
   beside();  // if it throws, comm's destructor waits for the thread first
   return comm.get();
 }

@@ -36,15 +36,24 @@ struct Ctx {
   void members(const Value& v, const std::array<std::string_view, N>& names, std::array<const Value*, N>& out) const {
     if (v.type != Type::object) decline();
     out.fill(nullptr);
+    size_t next_name = 0;  // writers keep one order: the name after the last match is tried first
     for (size_t c = index_of(v) + 1; c < v.next; c = at(c).next) {
       std::string_view k = tape.key(at(c));
-      for (size_t n = 0; n < N; ++n)
+      for (size_t tried = 0, n = next_name; tried < N; ++tried, n = n + 1 == N ? 0 : n + 1)
         if (k == names[n]) {
           if (out[n]) decline();
           out[n] = &at(c);
+          next_name = n + 1 == N ? 0 : n + 1;
           break;
         }
     }
+  }
+
+  // The elements of array `v`, `n` of them, when each is a single entry (no object or array
+  // inside): then they lie one after the other on the tape. Otherwise declines.
+  const Value* scalars(const Value& v, size_t n) const {
+    if (v.type != Type::array || v.children != n || v.next != index_of(v) + 1 + n) decline();
+    return &v + 1;
   }
 
   template <class F>
@@ -384,53 +393,52 @@ void read_ops(const Ctx& c, const Value& ops, CaptureWindow& w, NcclPart& part) 
   c.members(ops, OpColumns::kNames, f);
   if (!f[0] || f[0]->type != Type::array) decline();
   const size_t n = f[0]->children;
-  std::array<std::vector<const Value*>, OpColumns::kCount> col;
+  // Each column's values, one after the other on the tape (no vector of pointers per column and window).
+  std::array<const Value*, OpColumns::kCount> col{};
   for (size_t k = 0; k < OpColumns::kCount; ++k) {
     if (!f[k]) {
       if (k < 16) decline();  // required columns
       continue;
     }
-    if (f[k]->type != Type::array || f[k]->children != n) decline();
-    col[k].reserve(n);
-    c.each(*f[k], [&](const Value& v) { col[k].push_back(&v); });
+    col[k] = c.scalars(*f[k], n);
   }
   const size_t ns = part.strings.size();
   auto offset_at = [&](size_t k, size_t i) -> int64_t {
-    return f[k] && is_int(*col[k][i]) ? w.start_ns + offset_ns(col[k][i]) : 0;
+    return f[k] && is_int(col[k][i]) ? w.start_ns + offset_ns(&col[k][i]) : 0;
   };
   w.collectives.reserve(w.collectives.size() + n);
   for (size_t i = 0; i < n; ++i) {
-    size_t ci = static_cast<size_t>(integer(col[0][i], 0, INT32_MAX));
+    size_t ci = static_cast<size_t>(integer(&col[0][i], 0, INT32_MAX));
     if (ci >= part.comms.size()) decline();
     const NcclPart::Comm& cm = part.comms[ci];
     Collective op;
     op.comm_nranks = cm.nranks;
     op.comm_rank = cm.rank;
     op.comm_nnodes = cm.nnodes;
-    op.func = nccl_lookup(*col[2][i], ns);
-    op.p2p = integer(col[1][i], 0, 1) != 0;
-    op.peer = static_cast<int>(integer(col[8][i], -1, values::kMaxWorldSize));
-    op.root = static_cast<int>(integer(col[7][i], -1, values::kMaxWorldSize));
-    op.seq = count(col[3][i]);
-    op.count = count(col[4][i]);
-    op.bytes = count(col[5][i]);
-    op.datatype = nccl_lookup(*col[6][i], ns);
-    op.algo = nccl_lookup(*col[9][i], ns);
-    op.proto = nccl_lookup(*col[10][i], ns);
-    op.nchannels = static_cast<int>(integer(col[11][i], 0, 1 << 16));
-    if (f[16] && is_int(*col[16][i])) op.channels = static_cast<int>(integer(col[16][i], 0, 1 << 16));
-    if (f[19] && is_int(*col[19][i])) op.group = count(col[19][i]);
-    if (f[20] && is_int(*col[20][i])) op.gpu_shifted = integer(col[20][i], 0, 1) != 0;
+    op.func = nccl_lookup(col[2][i], ns);
+    op.p2p = integer(&col[1][i], 0, 1) != 0;
+    op.peer = static_cast<int>(integer(&col[8][i], -1, values::kMaxWorldSize));
+    op.root = static_cast<int>(integer(&col[7][i], -1, values::kMaxWorldSize));
+    op.seq = count(&col[3][i]);
+    op.count = count(&col[4][i]);
+    op.bytes = count(&col[5][i]);
+    op.datatype = nccl_lookup(col[6][i], ns);
+    op.algo = nccl_lookup(col[9][i], ns);
+    op.proto = nccl_lookup(col[10][i], ns);
+    op.nchannels = static_cast<int>(integer(&col[11][i], 0, 1 << 16));
+    if (f[16] && is_int(col[16][i])) op.channels = static_cast<int>(integer(&col[16][i], 0, 1 << 16));
+    if (f[19] && is_int(col[19][i])) op.group = count(&col[19][i]);
+    if (f[20] && is_int(col[20][i])) op.gpu_shifted = integer(&col[20][i], 0, 1) != 0;
     op.device = cm.device;
-    op.upload_start_ns = w.start_ns + offset_ns(col[12][i]);
+    op.upload_start_ns = w.start_ns + offset_ns(&col[12][i]);
     if (op.upload_start_ns <= 0) decline();
-    op.upload_end_ns = col[13][i]->type == Type::null ? 0 : op.upload_start_ns + dur_ns(col[13][i]);
+    op.upload_end_ns = col[13][i].type == Type::null ? 0 : op.upload_start_ns + dur_ns(&col[13][i]);
     op.chan_host_start_ns = offset_at(17, i);
     op.chan_host_stop_ns = offset_at(18, i);
-    if (col[14][i]->type != Type::null && col[15][i]->type != Type::null) {
-      op.gpu_start_ns = w.start_ns + integer(col[14][i], -values::kMaxTimeNs, values::kMaxTimeNs);
+    if (col[14][i].type != Type::null && col[15][i].type != Type::null) {
+      op.gpu_start_ns = w.start_ns + integer(&col[14][i], -values::kMaxTimeNs, values::kMaxTimeNs);
       if (op.gpu_start_ns < 0 || op.gpu_start_ns > values::kMaxTimeNs) decline();
-      op.gpu_end_ns = op.gpu_start_ns + dur_ns(col[15][i]);
+      op.gpu_end_ns = op.gpu_start_ns + dur_ns(&col[15][i]);
     }
     w.collectives.push_back(op);
     part.op_comm.push_back(ci);
