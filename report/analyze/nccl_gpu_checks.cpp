@@ -4,7 +4,6 @@
 #include <climits>
 #include <map>
 #include <optional>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -49,10 +48,39 @@ std::vector<PlanSpan> plan_spans(std::vector<Collective*>& list) {
   return spans;
 }
 
-// The second smallest of a window: the proxy's most prompt reads nearby, yet robust to one bad
-// neighbour. (A quantile would flag the prompt reads of a proxy whose lag grows or shrinks: the
-// slow rank's, whose samples must not be lost.)
-int64_t second_smallest(const std::multiset<int64_t>& window) { return *std::next(window.begin()); }
+// The second smallest of a window of values: the proxy's most prompt reads nearby, yet robust to
+// one bad neighbour. (A quantile would flag the prompt reads of a proxy whose lag grows or
+// shrinks: the slow rank's, whose samples must not be lost.) Any range [l, r) in O(log n) from a
+// segment tree of each range's two smallest (duplicates counted, as a multiset would): the
+// sliding windows below kept a std::multiset each, a node allocated per op and window, 3 % of a
+// report of 10,000 ranks of summaries (issue 29).
+class SecondSmallest {
+ public:
+  explicit SecondSmallest(const std::vector<int64_t>& values) : n_(values.size()), node_(2 * n_) {
+    for (size_t i = 0; i < n_; ++i) node_[n_ + i] = {values[i], kNone};
+    for (size_t i = n_; i-- > 1;) node_[i] = merge(node_[2 * i], node_[2 * i + 1]);
+  }
+  // The second smallest of values [l, r), which holds at least two.
+  int64_t of(size_t l, size_t r) const {
+    Two acc;
+    for (l += n_, r += n_; l < r; l >>= 1, r >>= 1) {  // bottom-up: merge is commutative
+      if (l & 1) acc = merge(acc, node_[l++]);
+      if (r & 1) acc = merge(acc, node_[--r]);
+    }
+    return acc.second;
+  }
+
+ private:
+  static constexpr int64_t kNone = INT64_MAX;
+  struct Two {
+    int64_t first = kNone, second = kNone;  // first <= second
+  };
+  static Two merge(const Two& a, const Two& b) {
+    return a.first <= b.first ? Two{a.first, std::min(a.second, b.first)} : Two{b.first, std::min(a.first, b.second)};
+  }
+  size_t n_;
+  std::vector<Two> node_;
+};
 
 // GPU times later than the callback that reported them, against the proxy's usual delay around
 // them (callback - GPU time: the clocks' offset plus the proxy's lag; the offset drifts slowly,
@@ -80,19 +108,17 @@ void flag_after_callback(std::vector<Collective*> ops, HostOf host_of, GpuOf gpu
       double(o.callback_tolerance_ns), n ? double(sorted[n / 2] - sorted[std::min<size_t>(1, n - 1)]) : 0.0);
   const size_t k = static_cast<size_t>(std::max(1, o.neighbours));
   // Windows [lo, i) and (i, hi), both bounds only move forward.
-  std::multiset<int64_t> before, after;
+  const SecondSmallest second_smallest(delay);
   size_t lo = 0, hi = 0, time_lo = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i) before.insert(delay[i - 1]);
     while (time_lo < i && host[time_lo] < host[i] - o.baseline_window_ns) ++time_lo;
-    for (const size_t new_lo = std::min(i > k ? i - k : 0, time_lo); lo < new_lo; ++lo) before.erase(before.find(delay[lo]));
-    if (i < hi) after.erase(after.find(delay[i]));
+    lo = std::max(lo, std::min(i > k ? i - k : 0, time_lo));
     hi = std::max(hi, i + 1);
-    while (hi < n && (hi <= i + k || host[hi] <= host[i] + o.baseline_window_ns)) after.insert(delay[hi++]);
+    while (hi < n && (hi <= i + k || host[hi] <= host[i] + o.baseline_window_ns)) ++hi;
     // Below the usual delay on both sides: a step in the proxy's lag (it fell behind, or caught
     // up) is below one side only. Ops without enough neighbours on either side are not judged.
-    if (before.size() < 4 || after.size() < 4 || ops[i]->gpu_time_suspect) continue;
-    if (delay[i] < second_smallest(before) - tolerance && delay[i] < second_smallest(after) - tolerance)
+    if (i - lo < 4 || hi - (i + 1) < 4 || ops[i]->gpu_time_suspect) continue;
+    if (delay[i] < second_smallest.of(lo, i) - tolerance && delay[i] < second_smallest.of(i + 1, hi) - tolerance)
       ops[i]->gpu_time_suspect = "after_callback";
   }
 }

@@ -5,6 +5,10 @@
 
 #include "nccl_gpu_checks.h"
 
+#include <algorithm>
+#include <random>
+#include <set>
+
 namespace laggard::report {
 namespace nccl_gpu_checks_test {
 
@@ -214,6 +218,82 @@ TEST(NcclGpuChecks, EachGpuOfAProcessIsCheckedOnItsOwn) {
   EXPECT_NEAR(double(ops[40].gpu_end_ns), double(ops[40].chan_host_stop_ns), double(40 * kUs));  // GPU 1 shifted
   flag_implausible_gpu_times(r, problems);
   for (const char* s : suspects(r)) EXPECT_EQ(s, nullptr);  // the two GPUs' ops overlap, on two GPUs
+}
+
+// The after-callback windows as the code before issue 29 kept them, a std::multiset each: the
+// reference the segment tree (SecondSmallest) must agree with, flag for flag.
+void reference_after_callback(std::vector<Collective*> ops, bool stop, const NcclGpuCheckOptions& o) {
+  auto host_of = [&](const Collective& c) { return stop ? c.chan_host_stop_ns : c.chan_host_start_ns; };
+  auto gpu_of = [&](const Collective& c) { return stop ? c.gpu_end_ns : c.gpu_start_ns; };
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [&](Collective* c) { return !host_of(*c); }), ops.end());
+  std::sort(ops.begin(), ops.end(), [&](Collective* a, Collective* b) { return host_of(*a) < host_of(*b); });
+  const size_t n = ops.size();
+  std::vector<int64_t> delay(n), host(n);
+  for (size_t i = 0; i < n; ++i) {
+    host[i] = host_of(*ops[i]);
+    delay[i] = host[i] - gpu_of(*ops[i]);
+  }
+  std::vector<int64_t> sorted = delay;
+  std::sort(sorted.begin(), sorted.end());
+  const double tolerance = std::max<double>(
+      double(o.callback_tolerance_ns), n ? double(sorted[n / 2] - sorted[std::min<size_t>(1, n - 1)]) : 0.0);
+  const size_t k = static_cast<size_t>(std::max(1, o.neighbours));
+  std::multiset<int64_t> before, after;
+  size_t lo = 0, hi = 0, time_lo = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) before.insert(delay[i - 1]);
+    while (time_lo < i && host[time_lo] < host[i] - o.baseline_window_ns) ++time_lo;
+    for (const size_t new_lo = std::min(i > k ? i - k : 0, time_lo); lo < new_lo; ++lo) before.erase(before.find(delay[lo]));
+    if (i < hi) after.erase(after.find(delay[i]));
+    hi = std::max(hi, i + 1);
+    while (hi < n && (hi <= i + k || host[hi] <= host[i] + o.baseline_window_ns)) after.insert(delay[hi++]);
+    if (before.size() < 4 || after.size() < 4 || ops[i]->gpu_time_suspect) continue;
+    if (delay[i] < *std::next(before.begin()) - tolerance && delay[i] < *std::next(after.begin()) - tolerance)
+      ops[i]->gpu_time_suspect = "after_callback";
+  }
+}
+
+// Random proxies (prompt, starved, with ties and later works' times, some callbacks unknown) and
+// windows from one op to all of them: the same ops flagged as by the multisets.
+TEST(NcclGpuChecks, AfterCallbackWindowsFlagWhatMultisetsFlagged) {
+  std::mt19937_64 rng(29);
+  int flagged = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = static_cast<int>(rng() % 300);
+    NcclGpuCheckOptions o;
+    o.neighbours = std::array{1, 2, 4, 7, 32}[rng() % 5];
+    o.baseline_window_ns = std::array<int64_t, 4>{0, 3 * kMs, 40 * kMs, 5'000'000'000}[rng() % 4];
+    o.callback_tolerance_ns = std::array<int64_t, 3>{0, 50 * kUs, 500 * kUs}[rng() % 3];
+    std::vector<Collective> mine(n), theirs;
+    for (int i = 0; i < n; ++i) {
+      Collective& c = mine[i];
+      c.comm = static_cast<uint32_t>(i);  // one op per communicator: nothing out of order
+      c.nchannels = c.channels = 2;
+      c.upload_start_ns = kT0 + i * 2 * kMs;
+      c.gpu_start_ns = c.upload_start_ns + 10 * kUs;
+      c.gpu_end_ns = c.gpu_start_ns + 300 * kUs;
+      const int64_t lag = rng() % 4 == 0 ? int64_t(rng() % 5) * kMs : int64_t(rng() % 3) * 10 * kUs;  // ties
+      c.chan_host_start_ns = rng() % 20 == 0 ? 0 : c.gpu_start_ns + lag;
+      c.chan_host_stop_ns = rng() % 20 == 0 ? 0 : c.gpu_end_ns + lag;
+      if (rng() % 15 == 0) {  // a later work's times
+        c.gpu_start_ns += int64_t(1 + rng() % 3) * 2 * kMs;
+        c.gpu_end_ns += int64_t(1 + rng() % 3) * 2 * kMs;
+      }
+    }
+    theirs = mine;
+    std::vector<Collective*> a, b;
+    for (Collective& c : mine) a.push_back(&c);
+    for (Collective& c : theirs) b.push_back(&c);
+    flag_implausible_gpu_times(a, o);
+    reference_after_callback(b, true, o);
+    reference_after_callback(b, false, o);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(mine[i].gpu_time_suspect == nullptr, theirs[i].gpu_time_suspect == nullptr)
+          << "trial " << trial << " op " << i << " of " << n;
+      flagged += mine[i].gpu_time_suspect != nullptr;
+    }
+  }
+  EXPECT_GT(flagged, 100);  // the trials do flag (else they compare nothing)
 }
 
 }  // namespace
