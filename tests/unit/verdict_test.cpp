@@ -3,6 +3,8 @@
 // rank, section and step range; healthy runs stay clean; the excess statistics on their own.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <set>
 
@@ -348,6 +350,25 @@ TEST(Excess, ShortRunsAndImmaterialShiftsAreNot) {
   ASSERT_EQ(xs.size(), 1u);
   EXPECT_EQ(xs[0].first, 12);
   EXPECT_EQ(xs[0].last, 15);
+}
+
+// Rows where every rank spent the same (a run of summaries without occurrences: all 0) are
+// skipped as a whole; one rank slow in a few steps of such a signal, and a NaN where a rank did
+// not run the section, still count: the skip sees them.
+TEST(Excess, EqualRowsShowNothingAndOneSlowRankAmongThemIsFound) {
+  Signal s;
+  s.name = "x";
+  s.ns.assign(40, std::vector<double>(8, 0.0));
+  s.ns[3][6] = std::numeric_limits<double>::quiet_NaN();
+  ExcessOptions o;
+  ExcessCriteria c = excess_criteria(o, 1e6, 8 * 40);
+  EXPECT_TRUE(detect_excess(s, 1e6, c, o).empty());
+  for (int k = 20; k < 30; ++k) s.ns[k][2] = 200'000;  // 20 % of a 1 ms step, 10 steps
+  std::vector<Excess> xs = detect_excess(s, 1e6, c, o);
+  ASSERT_EQ(xs.size(), 1u);
+  EXPECT_EQ(xs[0].rank, 2u);
+  EXPECT_EQ(xs[0].first, 20);
+  EXPECT_EQ(xs[0].last, 29);
 }
 
 TEST(Excess, CriticalZGrowsWithTheTests) {
