@@ -37,8 +37,10 @@ class JsonFastScan {
  private:
   static constexpr int kMaxDepth = 512;  // deeper texts go to nlohmann
 
-  void skip_space() {
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  void skip_space() {  // one compare for the usual next byte, which is not white space
+    while (p_ < end_ && static_cast<unsigned char>(*p_) <= ' ' &&
+           (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t'))
+      ++p_;
   }
 
   bool value(int depth) {
@@ -79,15 +81,19 @@ class JsonFastScan {
     return false;
   }
 
+  static bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+
   bool number() {
     const char* start = p_;
     const bool negative = p_ < end_ && *p_ == '-';
     if (negative) ++p_;
     const char* digits = p_;
-    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+    if (p_ == end_ || !is_digit(*p_)) return false;
+    // The value as the digits are scanned: 19 digits always fit in 64 bits, more are checked below.
+    uint64_t u = 0;
     if (*p_ == '0') ++p_;
     else
-      while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+      while (p_ < end_ && is_digit(*p_)) u = u * 10 + uint64_t(*p_++ - '0');
     bool is_float = false;
     if (p_ < end_ && *p_ == '.') {
       is_float = true;
@@ -106,9 +112,11 @@ class JsonFastScan {
       return b_.number_float(d, std::string_view(start, size_t(p_ - start)));
     }
     // What does not fit (nlohmann then reads a float) is left to nlohmann.
-    uint64_t u = 0;
-    for (const char* q = digits; q < p_; ++q)
-      if (__builtin_mul_overflow(u, 10u, &u) || __builtin_add_overflow(u, uint64_t(*q - '0'), &u)) return false;
+    if (p_ - digits > 19) {
+      u = 0;
+      for (const char* q = digits; q < p_; ++q)
+        if (__builtin_mul_overflow(u, 10u, &u) || __builtin_add_overflow(u, uint64_t(*q - '0'), &u)) return false;
+    }
     const std::string_view text(start, size_t(p_ - start));
     if (!negative) return b_.number_unsigned(u, text);
     constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // -INT64_MIN
@@ -118,7 +126,7 @@ class JsonFastScan {
 
   bool digits_after(const char*& q) {
     const char* first = q;
-    while (q < end_ && *q >= '0' && *q <= '9') ++q;
+    while (q < end_ && is_digit(*q)) ++q;
     return q > first;
   }
 
