@@ -50,13 +50,6 @@ class StringTable {
     index_.emplace(strings_.back(), id);
     return id;
   }
-  // The same, trying `hint` first: the id the caller expects (a window's strings are mostly the
-  // previous window's, in the same order, so one string's id + 1 is usually the next one's). A
-  // compare instead of a hash and a lookup (issue 29).
-  uint32_t intern(std::string_view s, uint32_t hint) {
-    if (hint < strings_.size() && strings_[hint] == s) return hint;
-    return intern(s);
-  }
   const std::string& at(uint32_t id) const {
     static const std::string none;
     return id < strings_.size() ? strings_[id] : none;

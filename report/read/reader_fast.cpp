@@ -539,11 +539,7 @@ void read_sections(const Ctx& c, const Value& sections, CaptureWindow& cw, uint6
 std::vector<uint32_t> intern_all(const LocalIds& local, StringTable& strings) {
   std::vector<uint32_t> ids;
   ids.reserve(local.size());
-  uint32_t next = 0;  // expected: the id after the previous string's
-  for (std::string_view s : local) {
-    ids.push_back(strings.intern(s, next));
-    next = ids.back() + 1;
-  }
+  for (std::string_view s : local) ids.push_back(strings.intern(s));
   return ids;
 }
 

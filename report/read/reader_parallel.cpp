@@ -83,7 +83,7 @@ std::vector<uint32_t> run_ids_of(StringTable& run, const StringTable& local) {
   ids.reserve(local.size());
   bool same = true;
   for (uint32_t i = 0; i < local.size(); ++i) {
-    ids.push_back(run.intern(local.at(i), i));  // most files meet their strings in the first's order
+    ids.push_back(run.intern(local.at(i)));
     same &= ids.back() == i;
   }
   if (same) ids.clear();  // ranks that met their strings in the same order: nothing to renumber
