@@ -9,6 +9,7 @@
 #include "file_builders.h"
 #include "temp_dir.h"
 #include "reader.h"
+#include "reader_checks.h"
 #include "writer.h"
 
 namespace fs = std::filesystem;
@@ -216,6 +217,48 @@ TEST(NcclFile, MalformedOpsLeaveOutTheWindowNotTheReport) {
   EXPECT_EQ(m.problems[0].kind, "invalid_value");  // the window is left out, not the rank
   EXPECT_EQ(m.ranks.size(), 1u);
   EXPECT_NE(m.problems[0].message.find("nccl.ops.seq"), std::string::npos) << m.problems[0].message;
+}
+
+// Operations naming a communicator larger than the run (or a rank outside it) are left out, and
+// each rank that had them is said once, in rank order, whichever thread checked it.
+TEST(NcclFile, CommunicatorsLargerThanTheRunAreLeftOutRankByRank) {
+  using namespace laggard::report;
+  RunModel m;
+  for (int rank = 0; rank < 300; ++rank) {
+    RankData r;
+    r.rank = rank;
+    for (int w = 0; w < 2; ++w) {
+      CaptureWindow cw;
+      for (int k = 0; k < 5; ++k) {
+        Collective c;
+        c.comm_nranks = 300;
+        c.comm_rank = rank;
+        if (rank % 7 == 3 && k == w) c.comm_nranks = 5000;             // larger than the run's 1024
+        if (rank % 11 == 5 && k == 4) c.comm_rank = c.comm_nranks;     // outside its communicator
+        cw.collectives.push_back(c);
+      }
+      r.windows.push_back(cw);
+    }
+    m.ranks.push_back(r);
+  }
+  check_comm_sizes(m, 1024);
+  std::vector<int> said;
+  for (const Problem& p : m.problems) {
+    EXPECT_EQ(p.kind, "invalid_value");
+    said.push_back(p.rank);
+  }
+  std::vector<int> expected;
+  for (int rank = 0; rank < 300; ++rank) {
+    const bool large = rank % 7 == 3, outside = rank % 11 == 5;
+    if (large || outside) expected.push_back(rank);
+    size_t left = 0;
+    for (const CaptureWindow& cw : m.ranks[rank].windows) left += cw.collectives.size();
+    EXPECT_EQ(left, 10u - (large ? 2 : 0) - (outside ? 2 : 0)) << rank;
+  }
+  EXPECT_EQ(said, expected);
+  ASSERT_FALSE(m.problems.empty());
+  EXPECT_NE(m.problems[0].message.find("rank 3: 2 NCCL operations name a communicator of 5000 ranks"), std::string::npos)
+      << m.problems[0].message;
 }
 
 }  // namespace
