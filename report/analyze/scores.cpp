@@ -278,6 +278,14 @@ void section_summaries(ScoreWork& w) {
 
 }  // namespace
 
+ScoreReport report_windows_of(const RunModel& model, const ScoreOptions& opt) {
+  ScoreReport rep;
+  rep.options = opt;
+  ScoreWork w{model, opt, rep};
+  report_windows(w);
+  return rep;
+}
+
 ScoreReport compute_scores(const RunModel& model, const ScoreOptions& opt) {
   ScoreReport rep;
   rep.options = opt;

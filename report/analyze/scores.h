@@ -98,4 +98,9 @@ struct ScoreReport {
 
 ScoreReport compute_scores(const RunModel& model, const ScoreOptions& options);
 
+// The report windows compute_scores starts from, alone: `windows` (without ranks), start_ns,
+// end_ns and window_s, as compute_scores sets them. For the NCCL analysis, which needs only these
+// and so runs beside the section scores (issue 29).
+ScoreReport report_windows_of(const RunModel& model, const ScoreOptions& options);
+
 }  // namespace laggard::report

@@ -169,13 +169,13 @@ struct Results {
 };
 
 // The collectives analysis on a thread of its own while `beside` runs (issue 29: it is mostly one
-// thread's work, 0.3 s at 10,000 ranks of summaries, 4 s at 100,000). Beside it run the GPU scores,
-// which add to scores.stragglers only (the collectives read only its report windows), and the
-// analyses that need neither (steps, jitter, breakdown). Where no thread can be started, one after
-// the other.
+// thread's work, 0.3 s at 10,000 ranks of summaries, 4 s at 100,000). It reads only the report
+// windows of the section scores (report_windows_of), so beside it run the section scores, the GPU
+// scores and the analyses that need neither (steps, jitter, breakdown). Where no thread can be
+// started, one after the other.
 template <class F>
-report::CommReport collectives_beside(const report::RunModel& model, const report::ScoreReport& scores, F&& beside) {
-  auto comm = report::run_beside([&] { return report::analyze_run_collectives(model, scores); });
+report::CommReport collectives_beside(const report::RunModel& model, const report::ScoreReport& windows, F&& beside) {
+  auto comm = report::run_beside([&] { return report::analyze_run_collectives(model, windows); });
   beside();  // if it throws, comm's destructor waits for the thread first
   return comm.get();
 }
@@ -185,11 +185,12 @@ Results analyse(const report::RunModel& model, const ReportOptions& o, report::S
     if (o.on_stage) o.on_stage(name);
   };
   Results r;
-  stage("section scores");
-  r.scores = report::compute_scores(model, o.scores);
-  stage("GPU scores (collectives beside)");
+  stage("section scores (collectives beside)");
+  const report::ScoreReport windows = report::report_windows_of(model, o.scores);
   report::GpuScoreReport gpu;
-  report::CommReport comm = collectives_beside(model, r.scores, [&] {
+  report::CommReport comm = collectives_beside(model, windows, [&] {
+    r.scores = report::compute_scores(model, o.scores);
+    stage("GPU scores (collectives beside)");
     gpu = report::compute_gpu_scores(model, r.scores);
     stage("steps (collectives beside)");
     r.analyses = report::analyses_before_verdict(model, r.scores, o.analyses, std::move(steps));
