@@ -326,7 +326,7 @@ TEST(Progress, ReportNamesEachAnalysisThenClearsBeforeOutput) {
   };
   ASSERT_EQ(cli::report_model(m, o, out, err), 0) << err.str();
   ASSERT_GE(stages.size(), 3u);
-  EXPECT_EQ(stages.front(), "section scores");
+  EXPECT_EQ(stages.front(), "section scores (collectives beside)");
   EXPECT_EQ(stages.back(), "");
   EXPECT_FALSE(out.str().empty());
 }
