@@ -346,9 +346,6 @@ void arrivals(CommWork& w, size_t ei) {
   std::sort(out.units.begin(), out.units.end());
 }
 
-// One exchange: who arrived last, who waited how long, the blame (passed on where the last rank
-// was late because it waited just before), and its bandwidth. leads: per rank index, how much
-// later than the median rank it arrived when last by itself.
 // A rank's arrivals as the exchanges are scored, kept apart from its CommRankStats (300 bytes,
 // with strings) so that each exchange's pass over its members streams 32 bytes a rank (issue 29:
 // at 100,000 ranks, 30 MB an exchange otherwise). Copied into the stats at the end; each starts
@@ -358,6 +355,9 @@ struct ArrivalTally {
   double kernel_ns = 0, waited_ns = 0;
 };
 
+// One exchange: who arrived last, who waited how long, the blame (passed on where the last rank
+// was late because it waited just before), and its bandwidth. leads: per rank index, how much
+// later than the median rank it arrived when last by itself.
 void score_exchange(CommWork& w, size_t ei, std::vector<Previous>& prev, std::vector<std::vector<double>>& leads,
                     std::vector<std::shared_ptr<const std::vector<size_t>>>& last_sets,
                     std::vector<ArrivalTally>& tally) {

@@ -233,8 +233,9 @@ namespace {
 
 // Whether every rank spent the same in each step (each row's values equal): then every excess is
 // 0 and, with criteria from excess_criteria, nothing can be found (a CUSUM of 0 - k with k > 0
-// never rises; a median excess of 0 is below min_excess_ns >= 1). A run of summaries without occurrences has only such signals, and
-// at 100,000 ranks their four excess matrices and pooled noise took 0.6 s of one core (issue 29).
+// never rises; a median excess of 0 is below min_excess_ns >= 1). A run of summaries without
+// occurrences has only such signals, and at 100,000 ranks their four excess matrices and pooled
+// noise took 0.6 s of one core (issue 29).
 bool flat(const Signal& s) {
   for (const std::vector<double>& row : s.ns) {
     const double* first = nullptr;
@@ -243,10 +244,6 @@ bool flat(const Signal& s) {
   }
   return true;
 }
-
-}  // namespace
-
-namespace {
 
 // What one rank's column shows: its transient runs, or the whole run.
 std::vector<Excess> detect_in_rank(const std::vector<std::vector<double>>& e, size_t r, double pooled, double step_ns,
