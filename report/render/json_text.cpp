@@ -11,20 +11,20 @@ namespace laggard::report {
 using nlohmann::json;
 
 void JsonWriter::next_element() {
-  Frame& f = frames_.back();
+  Frame& f = top();
   out_ += f.count++ ? ",\n" : "\n";
   out_.append(size_t(2 * level()), ' ');
 }
 
 void JsonWriter::before_value() {
-  if (frames_.empty()) return;
+  if (depth_ == 0) return;
   // In an object, key() wrote the member's start.
-  if (!frames_.back().object) next_element();
+  if (!top().object) next_element();
 }
 
 JsonWriter& JsonWriter::key(std::string_view k) {
-  if (frames_.empty() || !frames_.back().object) throw std::logic_error("JsonWriter: a key outside an object");
-  Frame& f = frames_.back();
+  if (depth_ == 0 || !top().object) throw std::logic_error("JsonWriter: a key outside an object");
+  Frame& f = top();
   if (f.count && k <= f.last_key)
     throw std::logic_error("JsonWriter: key \"" + std::string(k) + "\" after \"" + f.last_key + "\"");
   f.last_key.assign(k);
@@ -34,21 +34,30 @@ JsonWriter& JsonWriter::key(std::string_view k) {
   return *this;
 }
 
+void JsonWriter::open(bool object) {
+  // Frames stay when closed: the next container at this depth reuses its key's buffer.
+  if (depth_ == frames_.size()) frames_.emplace_back();
+  Frame& f = frames_[depth_++];
+  f.object = object;
+  f.count = 0;
+  f.last_key.clear();
+}
+
 void JsonWriter::begin_object() {
   before_value();
   out_ += '{';
-  frames_.push_back({true});
+  open(true);
 }
 
 void JsonWriter::begin_array() {
   before_value();
   out_ += '[';
-  frames_.push_back({false});
+  open(false);
 }
 
 void JsonWriter::close(char bracket) {
-  const bool empty = frames_.back().count == 0;
-  frames_.pop_back();
+  const bool empty = top().count == 0;
+  --depth_;
   if (!empty) {
     out_ += '\n';
     out_.append(size_t(2 * level()), ' ');

@@ -325,10 +325,9 @@ void write_communicator(JsonWriter& w, const RunModel& m, const CommSummary& c) 
   w.end_object();
 }
 
+// A worst wait's arrivals and waits hold every member: 200,000 numbers at 10,000 ranks.
 void write_ms_array(JsonWriter& w, const std::vector<double>& ns) {
-  w.begin_array();
-  for (double v : ns) w.value(ms(v));
-  w.end_array();
+  w.parallel_array(ns.size(), [&](size_t i, JsonWriter& e) { e.value(ms(ns[i])); });
 }
 
 void write_worst_wait(JsonWriter& w, const RunModel& m, const CollectiveDetail& d) {

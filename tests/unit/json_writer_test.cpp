@@ -2,6 +2,7 @@
 // it and must stay byte for byte what dumping the whole report as a DOM wrote.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -99,7 +100,13 @@ TEST(JsonWriter, ParallelArraysAndDomPartsKeepTheLayout) {
     rows.push_back({{"rank", i}, {"host", "node" + std::to_string(i)}, {"score", i % 7 ? json(i / 7.0) : json(nullptr)},
                     {"sections", i % 3 ? json::object({{"fwd", {{"ms", 0.1 * i}}}}) : json::object()}});
   const json small = {{"dom", {1, {{"x", "y"}}, json::array()}}};
-  const json expected = {{"a_dom", small}, {"deep", {{"rows", rows}}}, {"few", {rows[1], rows[2]}}};
+  // Plain numbers (blocks of many elements each) and elements holding parallel arrays themselves.
+  std::vector<double> numbers;
+  for (int i = 0; i < 10001; ++i) numbers.push_back(i % 5 ? i / 3.0 : i);
+  json lists = json::array();
+  for (int i = 0; i < 70; ++i) lists.push_back(json(std::vector<double>(numbers.begin(), numbers.begin() + 64 + i)));
+  const json expected = {{"a_dom", small}, {"deep", {{"rows", rows}}}, {"few", {rows[1], rows[2]}},
+                         {"lists", lists}, {"numbers", numbers}};
   for (bool to_stream : {false, true}) {
     std::ostringstream sink;
     JsonWriter w = to_stream ? JsonWriter(sink) : JsonWriter();
@@ -112,10 +119,23 @@ TEST(JsonWriter, ParallelArraysAndDomPartsKeepTheLayout) {
     parts.add_written("few", [&](JsonWriter& d) {
       d.parallel_array(2, [&](size_t i, JsonWriter& e) { e.value(rows[i + 1]); });
     });
+    parts.add_written("lists", [&](JsonWriter& d) {
+      d.parallel_array(lists.size(), [&](size_t i, JsonWriter& e) {
+        e.parallel_array(64 + i, [&](size_t k, JsonWriter& x) { x.value(numbers[k]); });
+      });
+    });
+    parts.add_written("numbers", [&](JsonWriter& d) {
+      d.parallel_array(numbers.size(), [&](size_t i, JsonWriter& e) { e.value(numbers[i]); });
+    });
     parts.add("a_dom", small);
     parts.write(w);
     w.flush();
-    EXPECT_EQ(to_stream ? sink.str() : w.text(), expected.dump(2));
+    // Where the texts part (gtest's diff of two 10 MB strings would not end).
+    const std::string got = to_stream ? sink.str() : w.text(), want = expected.dump(2);
+    const size_t at = std::mismatch(got.begin(), got.begin() + std::min(got.size(), want.size()), want.begin()).first -
+                      got.begin();
+    EXPECT_EQ(got.size(), want.size());
+    EXPECT_EQ(got.substr(at, 80), want.substr(at, 80)) << "at byte " << at;
   }
 }
 
