@@ -45,12 +45,10 @@ struct RankIndex {
   double median_delay_ns = 0, near_zero_delay_share = 0;
 };
 
-void launch_delays(RankIndex& x) {
-  std::vector<double> delays;
-  for (auto [first, last] : x.steps)
-    for (size_t i = first; i < last; ++i)
-      if (const GpuSpan& a = x.timeline->at(i); a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
-  std::erase_if(delays, [](double d) { return d < 0; });  // as the per-kernel Obs: < 0 is unknown
+// The launch-to-start delays gathered from every step (delays < 0 are unknown, as in the
+// per-kernel Obs), summed up.
+void summarize_launch_delays(RankIndex& x, std::vector<double> delays) {
+  std::erase_if(delays, [](double d) { return d < 0; });
   size_t near_zero = 0;
   for (double d : delays) near_zero += d < 10'000;
   x.near_zero_delay_share = delays.empty() ? 0 : double(near_zero) / double(delays.size());
@@ -82,11 +80,14 @@ double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
   return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
-double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range) {
+// The step's final TTKE (time to kernel end, NCCL kernels left out), and its kernels' launch
+// delays into `delays`: one pass over the step's activities for both.
+double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<double>& delays) {
   double ttke = 0;
   for (size_t i = range.first; i < range.second; ++i) {
-    const GpuSpan& a = x.timeline->at(i);
+    const GpuSpan a = x.timeline->at(i);
     if (!a.nccl) ttke += gap_before(a, x.timeline->previous_of(i)) + double(a.end_ns - a.start_ns);
+    if (a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
   }
   return ttke;
 }
@@ -102,12 +103,13 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
   x.steps.reserve(nsteps);
   x.final_ttke.reserve(nsteps);
   x.arrivals.reserve(nsteps);
+  std::vector<double> delays;
   for (int k = 0; k < nsteps; ++k) {
     x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
-    x.final_ttke.push_back(final_ttke_of(x, x.steps.back()));
+    x.final_ttke.push_back(final_ttke_of(x, x.steps.back(), delays));
     x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps.back()));
   }
-  launch_delays(x);
+  summarize_launch_delays(x, std::move(delays));
   return x;
 }
 
