@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -695,9 +696,41 @@ class ProgressCounter {
 // as soon as the files before it are done, then frees the file's own table and renumbers its
 // records while they are still in cache: the files' tables are not all held at once (issue 29:
 // 80 MB of 10,000 ranks' peak of summaries, 10x that at 100,000).
+// The parse results, one per file, in one block constructed element by element by the threads
+// that parse them. A std::vector's would be value-initialised up front: 77 MB at 100,000 files,
+// whose pages one thread cleared before reading began (issue 29: reading used one core for its
+// first 0.35 s, 0.11 s since). One block all the
+// same, freed whole at the end: a result allocated by each parsing thread left holes in the
+// reading threads' arenas (80-100 MB more peak memory).
+class ParsedFiles {
+ public:
+  explicit ParsedFiles(size_t n)
+      : n_(n), made_(n, 0), data_(static_cast<ParsedFile*>(::operator new(n * sizeof(ParsedFile)))) {}
+  static_assert(alignof(ParsedFile) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  ParsedFiles(const ParsedFiles&) = delete;
+  ParsedFiles& operator=(const ParsedFiles&) = delete;
+  ~ParsedFiles() {
+    for (size_t i = 0; i < n_; ++i)
+      if (made_[i]) data_[i].~ParsedFile();
+    ::operator delete(data_);
+  }
+  // Once per index, by one thread; [] reads only indices made.
+  void make(size_t i, ParsedFile&& p) {
+    new (data_ + i) ParsedFile(std::move(p));
+    made_[i] = 1;
+  }
+  ParsedFile& operator[](size_t i) { return data_[i]; }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_;
+  std::vector<char> made_;
+  ParsedFile* data_;
+};
+
 class InOrderStrings {
  public:
-  InOrderStrings(std::vector<ParsedFile>& parsed, StringTable& run) : parsed_(parsed), run_(run), done_(parsed.size()) {}
+  InOrderStrings(ParsedFiles& parsed, StringTable& run) : parsed_(parsed), run_(run), done_(parsed.size()) {}
   void file_done(size_t i) {
     size_t first, last;
     {
@@ -719,7 +752,7 @@ class InOrderStrings {
   }
 
  private:
-  std::vector<ParsedFile>& parsed_;
+  ParsedFiles& parsed_;
   StringTable& run_;
   std::vector<char> done_;
   size_t next_ = 0;
@@ -727,16 +760,13 @@ class InOrderStrings {
 };
 
 // Parses every file, in parallel, then takes them in file order: the same model as one thread.
-// (The results' array is 77 MB at 100,000 files, first touched by one thread before reading
-// begins, 0.1-0.15 s. Allocating each result on its parsing thread instead cost 80-100 MB more
-// peak memory, the freed results' holes in the reading threads' arenas: issue 29, not kept.)
 std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadOptions& opts, RunModel& model) {
-  std::vector<ParsedFile> parsed(files.size());
+  ParsedFiles parsed(files.size());
   ProgressCounter progress(opts, files);
   InOrderStrings strings(parsed, model.strings);
   parallel_for(files.size(), reader_threads(opts.threads, files.size()), [&](size_t i) {
     DecodeGpuAsSpans binary_records_as_spans(opts.compact_gpu);
-    parsed[i] = parse_file(files[i], opts.max_file_bytes);
+    parsed.make(i, parse_file(files[i], opts.max_file_bytes));
     if (opts.compact_gpu && parsed[i].segment) {
       compact_gpu_records(parsed[i].segment->windows);  // JSON records
       consolidate_gpu_spans(*parsed[i].segment);
