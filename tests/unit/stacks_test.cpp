@@ -1,5 +1,11 @@
 // `laggard stacks`: grouping ranks and naming the ones behind, from hang reports built here.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "stacks.h"
 
@@ -82,6 +88,25 @@ TEST(Stacks, RejectsFilesThatAreNotHangReports) {
   EXPECT_THROW(parse_hang_report(nlohmann::json::array(), "x"), std::runtime_error);
   RankHang r = parse_hang_report(nlohmann::json{{"schema", "laggard-hang"}, {"rank", 5}}, "x");
   EXPECT_EQ(r.rank, 5);
+}
+
+// Only regular files named hang-*.json, a link to one included (as directory_entry's
+// is_regular_file follows links), among a run directory's rank files; sorted.
+TEST(Stacks, FindsHangReportsByNameAmongTheRankFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("laggard-stacks-test-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "hang-3-dir.json");
+  auto touch = [&](const std::string& name) { std::ofstream(dir / name) << "{}"; };
+  for (int r = 0; r < 300; ++r) touch("rank" + std::to_string(r) + "-1-seg0000.lgr");
+  for (const char* name : {"hang-2-100.json", "hang-1-100.json", "hang-1.txt", "xhang-4.json", "hang-5.json.bak", "hang-.json"})
+    touch(name);
+  fs::create_symlink(dir / "hang-1-100.json", dir / "hang-6-link.json");
+  fs::create_symlink(dir / "missing", dir / "hang-7-dangling.json");
+  const std::vector<std::string> want = {(dir / "hang-.json").string(), (dir / "hang-1-100.json").string(),
+                                         (dir / "hang-2-100.json").string(), (dir / "hang-6-link.json").string()};
+  EXPECT_EQ(find_hang_reports(dir.string()), want);
+  fs::remove_all(dir);
 }
 
 }  // namespace
