@@ -692,16 +692,12 @@ class ProgressCounter {
   std::mutex mutex_;
 };
 
-// Interns each file's strings into the run's table in file order (the ids one thread would give)
-// as soon as the files before it are done, then frees the file's own table and renumbers its
-// records while they are still in cache: the files' tables are not all held at once (issue 29:
-// 80 MB of 10,000 ranks' peak of summaries, 10x that at 100,000).
 // The parse results, one per file, in one block constructed element by element by the threads
 // that parse them. A std::vector's would be value-initialised up front: 77 MB at 100,000 files,
 // whose pages one thread cleared before reading began (issue 29: reading used one core for its
-// first 0.35 s, 0.11 s since). One block all the
-// same, freed whole at the end: a result allocated by each parsing thread left holes in the
-// reading threads' arenas (80-100 MB more peak memory).
+// first 0.35 s, 0.11 s since). One block all the same, freed whole at the end: a result
+// allocated by each parsing thread left holes in the reading threads' arenas (80-100 MB more
+// peak memory).
 class ParsedFiles {
  public:
   explicit ParsedFiles(size_t n)
@@ -728,6 +724,10 @@ class ParsedFiles {
   ParsedFile* data_;
 };
 
+// Interns each file's strings into the run's table in file order (the ids one thread would give)
+// as soon as the files before it are done, then frees the file's own table and renumbers its
+// records while they are still in cache: the files' tables are not all held at once (issue 29:
+// 80 MB of 10,000 ranks' peak of summaries, 10x that at 100,000).
 class InOrderStrings {
  public:
   InOrderStrings(ParsedFiles& parsed, StringTable& run) : parsed_(parsed), run_(run), done_(parsed.size()) {}
