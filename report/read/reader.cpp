@@ -925,8 +925,8 @@ void settle_world_size(RunModel& model, const ReadOptions& opts) {
   list_missing_ranks(model);
   // A communicator larger than the stated world is impossible, but the world size may describe
   // only part of the job: small communicators always pass.
-  check_comm_sizes(model, sizes.empty() && opts.expect_world_size <= 0 ? values::kMaxWorldSize
-                                                                       : std::max(model.world_size, 1024));
+  const bool stated = !sizes.empty() || opts.expect_world_size > 0;
+  check_comm_sizes(model, stated ? std::max(model.world_size, 1024) : values::kMaxWorldSize, opts.threads);
 }
 
 void list_incomplete_ranks(RunModel& model) {

@@ -177,7 +177,7 @@ void align_rank_clocks(RunModel& model) {
   }
 }
 
-void check_comm_sizes(RunModel& model, int limit) {
+void check_comm_sizes(RunModel& model, int limit, unsigned threads) {
   // Ranks are independent: on every core (issue 29: 70 ms of one thread at 100,000 ranks), the
   // problems said in rank order afterwards.
   struct Left {
@@ -185,7 +185,7 @@ void check_comm_sizes(RunModel& model, int limit) {
     int claimed = 0;
   };
   std::vector<Left> left(model.ranks.size());
-  parallel_for(left.size(), reader_threads(0, left.size()), [&](size_t i) {
+  parallel_for(left.size(), reader_threads(threads, left.size()), [&](size_t i) {
     Left& l = left[i];
     for (CaptureWindow& w : model.ranks[i].windows)
       l.dropped += std::erase_if(w.collectives, [&](const Collective& c) {

@@ -17,8 +17,8 @@ void drop_window_time_outliers(RankData& rank, std::vector<Problem>& problems);
 void align_rank_clocks(RunModel& model);
 
 // Collectives of communicators that claim more than `max_ranks` ranks (the run's world size when
-// the files state it) are left out.
-void check_comm_sizes(RunModel& model, int max_ranks);
+// the files state it) are left out. threads: as ReadOptions::threads (0: one per core).
+void check_comm_sizes(RunModel& model, int max_ranks, unsigned threads = 0);
 
 // missing_rank entries for the ranks below model.world_size without data: one per rank for the
 // first few, then one entry with the rest as ranges.
