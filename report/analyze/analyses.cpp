@@ -1,5 +1,7 @@
 #include "analyses.h"
 
+#include <utility>
+
 namespace laggard::report {
 
 Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,
@@ -20,6 +22,8 @@ Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& score
     a.breakdown = analyze_breakdown(model, a.steps, timelines, opt.breakdown);
     stage("freeing timelines");
   }
+  stage("the verdict's step signals");
+  a.step_signals = step_signals(model, a.steps);
   if (opt.hta_compatible) {
     stage("HTA numbers");
     a.hta = analyze_hta(model, opt.hta);
@@ -36,7 +40,8 @@ void decide_verdict(Analyses& a, const RunModel& model, const ScoreReport& score
   a.gpu = std::move(gpu);
   a.comm = std::move(comm);
   if (opt.on_stage) opt.on_stage("verdict");
-  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm);
+  a.verdict = decide(model, a.steps, scores, a.jitter, a.breakdown, opt.verdict, &a.gpu, &a.comm,
+                     std::exchange(a.step_signals, std::nullopt));
 }
 
 Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& opt,

@@ -38,6 +38,7 @@ struct Analyses {
   JitterReport jitter;
   BreakdownReport breakdown;
   Verdict verdict;
+  std::optional<StepSignals> step_signals;  // made by analyses_before_verdict, used up by decide_verdict
   std::optional<HtaReport> hta;  // with AnalysisOptions::hta_compatible
   std::optional<NvrxRunReport> nvrx;  // with AnalysisOptions::nvrx_compatible
 };
@@ -47,9 +48,9 @@ Analyses run_analyses(const RunModel& model, const ScoreReport& scores, const An
                       const StepSet* steps_override = nullptr, GpuScoreReport gpu = {}, CommReport comm = {});
 
 // run_analyses in two parts, for a caller that computes the collectives meanwhile (issue 29):
-// first what needs neither the GPU scores nor the collectives (steps, jitter, breakdown, HTA's and
-// NVRx's numbers; of `scores` only its window length), then with them the verdict, from `scores`
-// with their stragglers added.
+// first what needs neither the GPU scores nor the collectives (steps, jitter, breakdown, the
+// verdict's step signals, HTA's and NVRx's numbers; of `scores` only its window length), then with
+// them the verdict, from `scores` with their stragglers added.
 // `steps`: the steps to use (moved in: no copy of every rank's), or none to detect them.
 Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& scores, const AnalysisOptions& options,
                                  std::optional<StepSet> steps = std::nullopt);

@@ -238,7 +238,7 @@ std::vector<Threshold> thresholds_of(const VerdictContext& c) {
       {"min_cost_share", o.excess.min_cost_share,
        fmt::format("and cost the job at least this share of the median step time ({:.3f} ms): every rank waits for "
                    "the slowest (--min-cost)",
-                   ms(c.step_ns))},
+                   ms(c.signals.step_ns))},
       {"min_excess_ms", ms(c.criteria.min_excess_ns),
        fmt::format("the material excess per step: max(min_cost_share x step, {:.3f} ms)", ms(o.min_impact_ns))},
       {"min_steps", double(c.excess.min_steps),
@@ -289,8 +289,8 @@ Finding lateness_finding(const VerdictContext& c, const Excess& x, bool use_arri
   Finding f = finding_of(d, rj, x.whole_run ? "persistent" : "transient");
   f.impact_ns = x.median_excess_ns;
   f.steps_affected = x.last - x.first + 1;
-  add_excess_evidence(f, x, c.step_ns);
-  const std::string loss = excess_sentence(x, c.step_ns, static_cast<int>(j.matrix.size()));
+  add_excess_evidence(f, x, c.signals.step_ns);
+  const std::string loss = excess_sentence(x, c.signals.step_ns, static_cast<int>(j.matrix.size()));
   const std::string why = explain(d, rj, j, c.breakdown, x.rank);
   if (!x.whole_run) {
     f.first_step = j.steps[x.first].step;
@@ -316,7 +316,7 @@ void add_lateness_findings(const VerdictContext& c, FindingSet& out) {
   std::vector<double> starts;  // for the 2-window rule, when the rows are the step set's
   if (!c.steps.per_rank.empty() && static_cast<int>(s.ns.size()) == c.steps.count())
     for (int k = 0; k < c.steps.count(); ++k) starts.push_back(double(c.steps.per_rank[0][k].start_ns));
-  for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.excess, starts))
+  for (const Excess& x : detect_excess(s, c.signals.step_ns, c.criteria, c.excess, starts))
     if (x.rank < c.jitter.ranks.size()) out.add(lateness_finding(c, x, use_arrival), x.rank);
 }
 
@@ -349,7 +349,7 @@ void add_gpu_score_findings(const VerdictContext& c, FindingSet& out) {
                          : it != g.sections.end() ? double(it->second.kernel_ns)
                                                   : 0.0;
       f.impact_ns = kernel_ns * (1 - s.score) / std::max(1, c.steps.count());
-      if (c.step_ns > 0 && f.impact_ns < c.criteria.min_excess_ns) continue;  // not material to the job
+      if (c.signals.step_ns > 0 && f.impact_ns < c.criteria.min_excess_ns) continue;  // not material to the job
     }
     f.evidence["gpu_" + s.metric + "_score"] = s.score;
     const std::string where = s.section.empty() ? "its kernels" : "its kernels in " + s.section;
@@ -392,7 +392,7 @@ std::string nvrx_section_cause(const VerdictContext& c, size_t r, const std::str
 }
 
 // Per-step evidence needs steps and three ranks to tell which one is slow.
-bool per_step_evidence(const VerdictContext& c) { return !c.sections.empty() && c.model.ranks.size() >= 3; }
+bool per_step_evidence(const VerdictContext& c) { return !c.signals.sections.empty() && c.model.ranks.size() >= 3; }
 
 // NVTX section scores (CPU time), for ranks the per-step evidence could not judge.
 void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
@@ -413,7 +413,7 @@ void add_nvrx_section_findings(const VerdictContext& c, FindingSet& out) {
     if (it == rs.sections.end()) continue;
     const double median_ns = it->second.median_ns;
     const double impact = median_ns * (1 - s.score);
-    if (c.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;  // not material to the job
+    if (c.signals.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;  // not material to the job
     if (waited_in_section(c, r, s.section, 0, c.steps.count() - 1) >= c.options.cause_share * impact)
       continue;  // it waited there for a later rank at a collective (issue 25)
     Finding f;
@@ -472,7 +472,7 @@ void add_window_score_findings(const VerdictContext& c, FindingSet& out) {
     if (r == c.model.ranks.size() || out.has[r] || longest_run(d.windows) < c.options.min_consecutive_windows)
       continue;
     const double impact = d.median_ns * (1 - d.score);
-    if (c.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;
+    if (c.signals.step_ns > 0 && impact < c.criteria.min_excess_ns) continue;
     if (waited_in_section(c, r, key.second, 0, c.steps.count() - 1) >= c.options.cause_share * impact)
       continue;  // waiting at a collective (issue 25)
     Finding f;
@@ -524,7 +524,7 @@ void add_comm_findings(const VerdictContext& c, FindingSet& out) {
     if (j.available && !j.matrix.empty()) continue;
     // What a collective loses to it (its lead over the median rank, not the sum of every rank's
     // wait, which grows with the rank count) must be material to the job, as for every finding.
-    if (c.step_ns > 0 && cr.lateness_ns < c.criteria.min_excess_ns) continue;
+    if (c.signals.step_ns > 0 && cr.lateness_ns < c.criteria.min_excess_ns) continue;
     Finding f;
     f.rank = s.rank;
     f.host = s.host;
@@ -568,18 +568,24 @@ void rank_by_cost(std::vector<Finding>& findings, int nsteps) {
 
 }  // namespace
 
+StepSignals step_signals(const RunModel& model, const StepSet& steps) {
+  StepSignals s;
+  s.step_ns = median_step_ns(steps);
+  s.sections = section_signals(model, steps);
+  take_out_cpu_wait(model, steps, s);
+  return s;
+}
+
 Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores, const JitterReport& j,
                const BreakdownReport& b, const VerdictOptions& opt, const GpuScoreReport* gpu,
-               const CommReport* comm) {
-  VerdictContext c{model, steps, scores, j, b, opt, gpu, comm};
+               const CommReport* comm, std::optional<StepSignals> signals) {
+  VerdictContext c{model, steps, scores, j, b, opt, gpu, comm,
+                   signals ? std::move(*signals) : step_signals(model, steps)};
   for (size_t r = 0; r < model.ranks.size(); ++r) c.index_of_rank.emplace(model.ranks[r].rank, r);
-  c.step_ns = median_step_ns(steps);
-  c.sections = section_signals(model, steps);
-  take_out_cpu_wait(c);
   c.excess = opt.excess;
   if (c.excess.window_ns <= 0) c.excess.window_ns = scores.window_s * 1e9;
-  const double tests = double(model.ranks.size()) * double(c.sections.size() + 1) * std::max(1, steps.count());
-  c.criteria = excess_criteria(c.excess, c.step_ns, tests);
+  const double tests = double(model.ranks.size()) * double(c.signals.sections.size() + 1) * std::max(1, steps.count());
+  c.criteria = excess_criteria(c.excess, c.signals.step_ns, tests);
   c.criteria.min_excess_ns = std::max(c.criteria.min_excess_ns, opt.min_impact_ns);
   c.criteria.cusum_k_ns = 0.5 * c.criteria.min_excess_ns;
 

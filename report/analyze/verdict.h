@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,11 +66,27 @@ struct Verdict {
   std::vector<Threshold> thresholds;
 };
 
+// What the verdict reads of the steps alone: no scores, no collectives. Made while the collectives
+// are analysed (issue 29: a quarter of a second of one thread at 100,000 ranks).
+struct StepSignals {
+  double step_ns = 0;            // median step time over ranks and steps
+  std::vector<Signal> sections;  // NVTX CPU time per step (section_steps.h)
+  // Issue 30, with CPU-wait measurements: [step row][rank index] the rank's CPU wait in that step
+  // (NaN: not measured; empty: none at all), and the sections with the part of each rank's extra
+  // wait that the section follows taken out (slope per section, see verdict_contention.cpp).
+  std::vector<std::vector<double>> cpu_wait;
+  std::vector<Signal> sections_less_wait;
+  std::map<std::string, double> wait_slope;
+};
+StepSignals step_signals(const RunModel& model, const StepSet& steps);
+
 // gpu (optional): NVRx GPU scores, to size the impact of GPU-score findings.
 // comm (optional): the NCCL analysis, whose persistently-last ranks (comm stragglers) are named.
+// signals: step_signals(model, steps), made here when not given.
 Verdict decide(const RunModel& model, const StepSet& steps, const ScoreReport& scores,
                const JitterReport& jitter, const BreakdownReport& breakdown, const VerdictOptions& options = {},
-               const GpuScoreReport* gpu = nullptr, const CommReport* comm = nullptr);
+               const GpuScoreReport* gpu = nullptr, const CommReport* comm = nullptr,
+               std::optional<StepSignals> signals = std::nullopt);
 
 // Robust z of x against the median and MAD of xs (0 when it cannot be told apart).
 double robust_z(double x, const std::vector<double>& xs);

@@ -124,10 +124,10 @@ void judge(const VerdictContext& c, Finding& f) {
   if (r >= c.model.ranks.size() || !rows_of(c, f, &first, &last)) return;
   double own = 0, typical = 0;
   int measured = 0;
-  for (int k = first; k <= last && k < static_cast<int>(c.cpu_wait.size()); ++k) {
-    const double m = row_median(c.cpu_wait[k]);
-    if (std::isnan(c.cpu_wait[k][r]) || std::isnan(m)) continue;
-    own += c.cpu_wait[k][r];
+  for (int k = first; k <= last && k < static_cast<int>(c.signals.cpu_wait.size()); ++k) {
+    const double m = row_median(c.signals.cpu_wait[k]);
+    if (std::isnan(c.signals.cpu_wait[k][r]) || std::isnan(m)) continue;
+    own += c.signals.cpu_wait[k][r];
     typical += m;
     ++measured;
   }
@@ -150,43 +150,43 @@ void judge(const VerdictContext& c, Finding& f) {
 
 }  // namespace
 
-void take_out_cpu_wait(VerdictContext& c) {
-  const int rows = c.steps.count();
+void take_out_cpu_wait(const RunModel& model, const StepSet& steps, StepSignals& signals) {
+  const int rows = steps.count();
   if (rows <= 0) return;
   bool measured = false;
-  std::vector<std::vector<double>> wait(rows, std::vector<double>(c.model.ranks.size(), kNaN));
-  for (size_t r = 0; r < c.model.ranks.size() && r < c.steps.per_rank.size(); ++r) {
-    const std::vector<WaitSpan> spans = wait_spans(c.model.ranks[r]);
+  std::vector<std::vector<double>> wait(rows, std::vector<double>(model.ranks.size(), kNaN));
+  for (size_t r = 0; r < model.ranks.size() && r < steps.per_rank.size(); ++r) {
+    const std::vector<WaitSpan> spans = wait_spans(model.ranks[r]);
     if (spans.empty()) continue;
     measured = true;
-    const std::vector<double> w = wait_per_step(spans, c.steps.per_rank[r], rows);
+    const std::vector<double> w = wait_per_step(spans, steps.per_rank[r], rows);
     for (int k = 0; k < rows; ++k) wait[k][r] = w[k];
   }
   if (!measured) return;
-  c.cpu_wait = std::move(wait);
-  c.sections_less_wait = c.sections;
-  for (Signal& s : c.sections_less_wait) {
-    const double b = slope(s, c.cpu_wait);
-    c.wait_slope[s.name] = b;
-    for (size_t k = 0; k < s.ns.size() && k < c.cpu_wait.size(); ++k) {
-      const double mw = row_median(c.cpu_wait[k]);
+  signals.cpu_wait = std::move(wait);
+  signals.sections_less_wait = signals.sections;
+  for (Signal& s : signals.sections_less_wait) {
+    const double b = slope(s, signals.cpu_wait);
+    signals.wait_slope[s.name] = b;
+    for (size_t k = 0; k < s.ns.size() && k < signals.cpu_wait.size(); ++k) {
+      const double mw = row_median(signals.cpu_wait[k]);
       for (size_t r = 0; r < s.ns[k].size(); ++r)
-        if (!std::isnan(mw) && !std::isnan(c.cpu_wait[k][r])) s.ns[k][r] -= b * (c.cpu_wait[k][r] - mw);
+        if (!std::isnan(mw) && !std::isnan(signals.cpu_wait[k][r])) s.ns[k][r] -= b * (signals.cpu_wait[k][r] - mw);
     }
   }
 }
 
 double extra_cpu_wait(const VerdictContext& c, size_t r, int first, int last) {
   double extra = 0;
-  for (int k = std::max(0, first); k <= last && k < static_cast<int>(c.cpu_wait.size()); ++k) {
-    const double m = row_median(c.cpu_wait[k]);
-    if (r < c.cpu_wait[k].size() && !std::isnan(c.cpu_wait[k][r]) && !std::isnan(m)) extra += c.cpu_wait[k][r] - m;
+  for (int k = std::max(0, first); k <= last && k < static_cast<int>(c.signals.cpu_wait.size()); ++k) {
+    const double m = row_median(c.signals.cpu_wait[k]);
+    if (r < c.signals.cpu_wait[k].size() && !std::isnan(c.signals.cpu_wait[k][r]) && !std::isnan(m)) extra += c.signals.cpu_wait[k][r] - m;
   }
   return extra;
 }
 
 void name_cpu_contention(const VerdictContext& c, FindingSet& out) {
-  if (c.cpu_wait.empty()) return;
+  if (c.signals.cpu_wait.empty()) return;
   for (Finding& f : out.findings) judge(c, f);
 }
 

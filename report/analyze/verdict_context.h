@@ -28,14 +28,7 @@ struct VerdictContext {
   const VerdictOptions& options;
   const GpuScoreReport* gpu;
   const CommReport* comm;
-  double step_ns = 0;               // median step time over ranks and steps
-  std::vector<Signal> sections;     // NVTX CPU time per step (section_steps.h)
-  // Issue 30, with CPU-wait measurements: [step row][rank index] the rank's CPU wait in that step
-  // (NaN: not measured; empty: none at all), and the sections with the part of each rank's extra
-  // wait that the section follows taken out (slope per section, see verdict_contention.cpp).
-  std::vector<std::vector<double>> cpu_wait;
-  std::vector<Signal> sections_less_wait;
-  std::map<std::string, double> wait_slope;
+  StepSignals signals;
   ExcessCriteria criteria;          // for every per-step signal of this run
   ExcessOptions excess;             // options.excess, with the report window filled in
   std::unordered_map<int, size_t> index_of_rank;  // rank number -> index in model.ranks
@@ -82,8 +75,9 @@ double waited_in_section(const VerdictContext& c, size_t r, const std::string& s
 void add_section_findings(const VerdictContext& c, FindingSet& out);
 
 // Issue 30 (verdict_contention.cpp): the CPU-wait matrix and the sections less the wait they
-// follow (fills c.cpu_wait, c.sections_less_wait, c.wait_slope; nothing without measurements).
-void take_out_cpu_wait(VerdictContext& c);
+// follow (fills signals.cpu_wait, sections_less_wait and wait_slope from signals.sections; nothing
+// without measurements).
+void take_out_cpu_wait(const RunModel& model, const StepSet& steps, StepSignals& signals);
 // The rank's extra CPU wait (its own less the median rank's) summed over step rows [first, last].
 double extra_cpu_wait(const VerdictContext& c, size_t r, int first, int last);
 

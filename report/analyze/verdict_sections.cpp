@@ -67,7 +67,7 @@ std::vector<Candidate> detect_all(const VerdictContext& c, const std::vector<Sig
   std::vector<Candidate> out;
   for (const Signal& s : signals) {
     if (is_waiting_section(s.name)) continue;  // a host-timed collective: waiting (issue 25)
-    for (const Excess& x : detect_excess(s, c.step_ns, c.criteria, c.excess, starts))
+    for (const Excess& x : detect_excess(s, c.signals.step_ns, c.criteria, c.excess, starts))
       out.push_back({x, &s});
   }
   return out;
@@ -160,7 +160,7 @@ bool keep_own_part(Candidate& p, const std::vector<std::string>& longer, const R
   if (p.x.z < c.criteria.z_crit) return false;
   p.x.median_excess_ns = after;
   p.x.mean_excess_ns = sum / double(own.size());
-  p.x.cost_share = c.step_ns > 0 ? after / c.step_ns : 0;
+  p.x.cost_share = c.signals.step_ns > 0 ? after / c.signals.step_ns : 0;
   return true;
 }
 
@@ -249,7 +249,7 @@ Finding section_finding(const VerdictContext& c, const Candidate& cand) {
   }
   f.impact_ns = cand.x.median_excess_ns;
   f.steps_affected = cand.x.last - cand.x.first + 1;
-  add_excess_evidence(f, cand.x, c.step_ns);
+  add_excess_evidence(f, cand.x, c.signals.step_ns);
   std::string beyond;
   for (const auto& [name, ns] : cand.explained_by) {
     f.evidence["explained_by_" + name + "_ms"] = ms(ns);
@@ -262,7 +262,7 @@ Finding section_finding(const VerdictContext& c, const Candidate& cand) {
                                                                cand.explained_by.size() == 1 ? "s" : "");
   f.summary = fmt::format("{} spends {:.3f} ms more than the median rank in {} {}{} (CPU time); {}; {}",
                           rank_name(f.rank, f.host), ms(f.impact_ns), f.section, when, own,
-                          excess_sentence(cand.x, c.step_ns, c.steps.count()), cause);
+                          excess_sentence(cand.x, c.signals.step_ns, c.steps.count()), cause);
   return f;
 }
 
@@ -283,8 +283,8 @@ std::vector<Candidate> kept_candidates(const VerdictContext& c, const std::vecto
 }
 
 double wait_slope_of(const VerdictContext& c, const std::string& section) {
-  auto it = c.wait_slope.find(section);
-  return it == c.wait_slope.end() ? 0 : it->second;
+  auto it = c.signals.wait_slope.find(section);
+  return it == c.signals.wait_slope.end() ? 0 : it->second;
 }
 
 // A finding that stands with the rank's extra CPU wait taken out (issue 30): the part of it that
@@ -339,16 +339,16 @@ Finding* joined_finding(FindingSet& out, size_t from_steps, const Finding& f) {
 }  // namespace
 
 void add_section_findings(const VerdictContext& c, FindingSet& out) {
-  if (c.sections.empty()) return;
+  if (c.signals.sections.empty()) return;
   const size_t from_steps = out.findings.size();
-  std::vector<Candidate> raw = kept_candidates(c, c.sections);
+  std::vector<Candidate> raw = kept_candidates(c, c.signals.sections);
   std::vector<std::pair<Finding, size_t>> found;
-  if (c.sections_less_wait.empty()) {
+  if (c.signals.sections_less_wait.empty()) {
     for (const Candidate& cand : raw) found.emplace_back(section_finding(c, cand), cand.x.rank);
   } else {
     // Issue 30: judged with each rank's extra CPU wait taken out; what only the raw times show
     // was that wait.
-    std::vector<Candidate> less = kept_candidates(c, c.sections_less_wait);
+    std::vector<Candidate> less = kept_candidates(c, c.signals.sections_less_wait);
     for (const Candidate& cand : less) found.emplace_back(less_wait_finding(c, cand), cand.x.rank);
     for (const Candidate& cand : raw) {
       const bool kept = std::any_of(less.begin(), less.end(), [&](const Candidate& l) {

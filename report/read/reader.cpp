@@ -871,7 +871,7 @@ std::map<ImageKey, std::vector<Segment*>> choose_run(RunModel& model, std::vecto
 RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
   std::sort(segs.begin(), segs.end(), [](Segment* a, Segment* b) { return a->segment < b->segment; });
   RankData r;
-  const Segment& last = *segs.back();
+  Segment& last = *segs.back();  // its header's counts are moved out: the segments are dropped after joining
   r.rank = key.rank;
   r.pid = key.pid;
   r.image = key.image;
@@ -890,7 +890,7 @@ RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
   r.cupti_status = last.cupti_status;
   r.gpu_clock_offset_ns = last.gpu_clock_offset_ns;
   r.import_time_base_ns = last.import_time_base_ns;
-  r.dropped = last.dropped;  // cumulative in every file; the last one is the newest
+  r.dropped = std::move(last.dropped);  // cumulative in every file; the last one is the newest
   r.sections_filter = last.sections_filter;
   std::set<uint64_t> seen;
   for (Segment* s : segs) {
@@ -908,6 +908,37 @@ RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
   }
   std::sort(r.windows.begin(), r.windows.end(), [](auto& a, auto& b) { return a.index < b.index; });
   return r;
+}
+
+// Each rank's process images joined into model.ranks, in rank order, on every core: one image is
+// the rank (the usual case, moved straight into place); of several, choose_rank_process picks one,
+// its problems appended in rank order as one thread would have. The images are in key order, so a
+// rank's images are next to each other.
+void join_ranks(RunModel& model, std::map<ImageKey, std::vector<Segment*>>& images, const ReadOptions& opts) {
+  std::vector<std::pair<const ImageKey*, std::vector<Segment*>*>> each;
+  each.reserve(images.size());
+  std::vector<size_t> rank_starts;  // into `each`, one per rank, then each.size()
+  for (auto& [key, segs] : images) {
+    if (each.empty() || each.back().first->rank != key.rank) rank_starts.push_back(each.size());
+    each.emplace_back(&key, &segs);
+  }
+  rank_starts.push_back(each.size());
+  const size_t first = model.ranks.size(), n = rank_starts.size() - 1;
+  model.ranks.resize(first + n);
+  std::vector<std::vector<Problem>> duplicates(n);
+  parallel_for(n, reader_threads(opts.threads, n), [&](size_t g) {
+    const size_t lo = rank_starts[g], hi = rank_starts[g + 1];
+    if (hi - lo == 1) {
+      model.ranks[first + g] = join_segments(*each[lo].first, *each[lo].second);
+      return;
+    }
+    std::vector<RankData> procs;
+    for (size_t i = lo; i < hi; ++i) procs.push_back(join_segments(*each[i].first, *each[i].second));
+    choose_rank_process(procs, duplicates[g]);
+    model.ranks[first + g] = std::move(procs.front());
+  });
+  for (std::vector<Problem>& v : duplicates)
+    for (Problem& p : v) model.problems.push_back(std::move(p));
 }
 
 // World size: what the ranks say (they should agree), or what the user says.
@@ -964,22 +995,8 @@ void list_lost_records(RunModel& model) {
 
 void assemble_run(RunModel& model, std::vector<Segment>& segments, const ReadOptions& opts) {
   list_segment_notes(segments, model.problems);
-  // Each process image's segments joined on every core (they share nothing), then grouped by rank
-  // in the images' order, as one thread would have.
   std::map<ImageKey, std::vector<Segment*>> images = choose_run(model, segments, opts);
-  std::vector<std::pair<const ImageKey*, std::vector<Segment*>*>> each;
-  each.reserve(images.size());
-  for (auto& [key, segs] : images) each.emplace_back(&key, &segs);
-  std::vector<RankData> joined(each.size());
-  parallel_for(each.size(), reader_threads(opts.threads, each.size()),
-               [&](size_t i) { joined[i] = join_segments(*each[i].first, *each[i].second); });
-  std::map<int, std::vector<RankData>> by_rank;
-  for (size_t i = 0; i < each.size(); ++i) by_rank[each[i].first->rank].push_back(std::move(joined[i]));
-  model.ranks.reserve(model.ranks.size() + by_rank.size());  // RankData is large: no regrowth
-  for (auto& [rank, procs] : by_rank) {
-    choose_rank_process(procs, model.problems);
-    model.ranks.push_back(std::move(procs.front()));
-  }
+  join_ranks(model, images, opts);
   // Per rank and independent (each touches only its own rank): on every core, each rank's
   // problems kept apart and appended in rank order afterwards, as one thread would have added
   // them. finish_nccl_rank's checks cost ~15 us a rank: 0.15 s of one core at 10,000 ranks.
