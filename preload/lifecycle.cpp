@@ -549,4 +549,10 @@ bool activate_capture() {
   return g_state.load() == 1;
 }
 
+bool capture_may_start() {
+  if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
+  return g_state.load() == 1 ||
+         detect_rank(process_env(), g_rt->host, static_cast<long>(getppid())).identity.has_value();
+}
+
 }  // namespace laggard

@@ -17,12 +17,19 @@ struct Capture {
 };
 
 // Null while inert: before activation, in a forked child, after the final flush began, or
-// when laggard is disabled. Callbacks check it first and do nothing when null.
+// when laggard is disabled. Callbacks check it first (activating capture on the first call)
+// and do nothing when null.
 extern std::atomic<Capture*> g_capture;
 
-// Called by InitializeInjectionNvtx2. Starts capture for this process on first call
-// (rank detection, flush thread, exit and signal hooks). Returns whether capture is on.
+// Called by the first NVTX range or domain call, CUDA and NCCL hooks. Starts capture for this
+// process on first call (rank detection, flush thread, exit and signal hooks). Returns whether
+// capture is on.
 bool activate_capture();
+
+// Whether activate_capture may still turn capture on: not disabled or off, not a forked child,
+// and the process has a rank identity now. Cheap (the environment only): for
+// InitializeInjectionNvtx2, which leaves NVTX a no-op where this is false.
+bool capture_may_start();
 
 // Writes the final window and stops capture, as the exit handler does; safe to call again.
 // For sources that register an exit handler of their own after loading a library whose

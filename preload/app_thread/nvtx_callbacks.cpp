@@ -120,6 +120,18 @@ __attribute__((noinline)) ThreadState* new_thread_state(Capture* cap) {
   return ts;
 }
 
+// Capture starts on the process's first NVTX range or domain call, not inside NVTX's attach
+// (nvtx_injection.cpp says why): the capture, started first if this is that call; null while
+// inert. Out of line: taken once, and again only while capture is off.
+__attribute__((noinline, cold)) Capture* capture_after_starting() {
+  return activate_capture() ? g_capture.load(std::memory_order_acquire) : nullptr;
+}
+
+__attribute__((always_inline)) inline Capture* active_capture() {
+  Capture* cap = g_capture.load(std::memory_order_acquire);
+  return __builtin_expect(cap != nullptr, 1) ? cap : capture_after_starting();
+}
+
 __attribute__((always_inline)) inline ThreadState* thread_state(Capture* cap) {
   ThreadState* ts = t_guard.state;
   if (__builtin_expect(ts != nullptr, 1)) return ts;
@@ -346,7 +358,7 @@ __attribute__((noinline)) int paused_pop(ThreadState* ts, const void* domain, ui
 template <class Lookup>
 __attribute__((always_inline)) inline int push_impl(const void* domain, Lookup&& find) noexcept {
   try {
-    Capture* cap = g_capture.load(std::memory_order_acquire);
+    Capture* cap = active_capture();
     if (__builtin_expect(!cap, 0)) return NVTX_NO_PUSH_POP_TRACKING;
     ThreadState* ts = thread_state(cap);
     if (__builtin_expect(!ts, 0)) return NVTX_NO_PUSH_POP_TRACKING;
@@ -381,7 +393,7 @@ __attribute__((always_inline)) inline void record(ThreadState* ts, const RangeSt
 
 __attribute__((always_inline)) inline int pop_impl(const void* domain) noexcept {
   try {
-    Capture* cap = g_capture.load(std::memory_order_acquire);
+    Capture* cap = active_capture();
     if (__builtin_expect(!cap, 0)) return NVTX_NO_PUSH_POP_TRACKING;
     ThreadState* ts = thread_state(cap);
     if (__builtin_expect(!ts, 0)) return NVTX_NO_PUSH_POP_TRACKING;
@@ -408,7 +420,7 @@ __attribute__((always_inline)) inline int pop_impl(const void* domain) noexcept 
 template <class Lookup>
 nvtxRangeId_t start_impl(Lookup&& find) noexcept {
   try {
-    Capture* cap = g_capture.load(std::memory_order_acquire);
+    Capture* cap = active_capture();
     if (!cap) return 0;
     ThreadState* ts = thread_state(cap);
     if (!ts) return 0;
@@ -424,7 +436,7 @@ nvtxRangeId_t start_impl(Lookup&& find) noexcept {
 
 void end_impl(nvtxRangeId_t id) noexcept {
   try {
-    Capture* cap = g_capture.load(std::memory_order_acquire);
+    Capture* cap = active_capture();
     if (!cap) return;
     ThreadState* ts = thread_state(cap);
     if (!ts) return;
@@ -479,7 +491,7 @@ nvtxDomainHandle_t domain_create_a(const char* name) {
   try {
     // Inert (e.g. a forked child, whose copy of the lock may be held by a thread that no longer
     // exists): behave as NVTX without a tool, which returns no handle.
-    if (!g_capture.load(std::memory_order_acquire)) return nullptr;
+    if (!active_capture()) return nullptr;
     size_t len = name ? strnlen(name, kMaxMessage) : 0;
     std::string n = sanitize_utf8(len ? std::string_view(name, len) : std::string_view(kUnnamed));
     std::lock_guard<std::mutex> lock(g_domains_mu);
@@ -503,7 +515,7 @@ void domain_destroy(nvtxDomainHandle_t) {}  // handles stay valid: names refer t
 
 nvtxStringHandle_t domain_register_string_a(nvtxDomainHandle_t d, const char* s) {
   try {
-    Capture* cap = g_capture.load(std::memory_order_acquire);
+    Capture* cap = active_capture();
     if (!cap) return nullptr;
     size_t n = s ? strnlen(s, kMaxMessage) : 0;
     const NameEntry* e = intern(cap, d, n ? std::string_view(s, n) : std::string_view(kUnnamed));

@@ -49,19 +49,29 @@ void fill_core2(NvtxFunctionTable t, unsigned n) {
 
 }  // namespace
 
+// Fills NVTX's tables, first thing, and nothing more: capture starts on the first range or domain
+// call (nvtx_callbacks.cpp). NVTX marks its instance "initialising" before calling this and "done"
+// after, and a call into the instance that meets a slot not yet filled spins until "done"
+// (nvtxInitOnce, nvtx3/nvtxDetail/nvtxInit.h). A child forked by another thread in between
+// inherits "initialising" with no thread left to finish it: its first NVTX call spins forever.
+// Starting capture here (about 12 ms: the counter's calibration, the flush thread, the run
+// directory) made that window thousands of times longer than NVTX's own microseconds: children
+// forked during a process's first NVTX call hung (hostile_app fork-in-first-nvtx-call).
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     NvtxGetExportTableFunc_t get_export_table) {
   try {
-    if (!get_export_table || !laggard::activate_capture()) return 0;  // 0: NVTX stays a no-op
+    if (!get_export_table) return 0;  // 0: NVTX stays a no-op (it clears whatever was filled)
     auto* cb = static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
     if (!cb || cb->struct_size < sizeof(NvtxExportTableCallbacks) || !cb->GetModuleFunctionTable) {
       LAGGARD_WARN_ONCE("this NVTX version offers no callback table; NVTX ranges are not captured");
       return 0;
     }
+    // Filled first: from then on this instance's range calls reach us without passing its init.
     if (!fill(cb, NVTX_CB_MODULE_CORE, fill_core) || !fill(cb, NVTX_CB_MODULE_CORE2, fill_core2)) {
       LAGGARD_WARN_ONCE("NVTX refused its function tables; NVTX ranges are not captured");
       return 0;
     }
+    if (!laggard::capture_may_start()) return 0;
     if (auto* vi = static_cast<const NvtxExportTableVersionInfo*>(get_export_table(NVTX_ETID_VERSIONINFO));
         vi && vi->struct_size >= sizeof(NvtxExportTableVersionInfo) && vi->SetInjectionNvtxVersion)
       vi->SetInjectionNvtxVersion(NVTX_VERSION);

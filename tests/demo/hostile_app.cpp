@@ -20,6 +20,12 @@
 //   laggard-hostile-app fd-limit MS      lowers RLIMIT_NOFILE to 16, fills every descriptor but
 //                                        one, then for MS ms opens and closes that last one
 //                                        between ranges; exits 1 if an open ever fails (item 10)
+//   laggard-hostile-app fork-in-first-nvtx-call
+//                                        a second thread forks from 4 ms into the first NVTX call
+//                                        until it returns (NVTX attaches laggard and capture
+//                                        starts inside it); each child marks a range and exits 7;
+//                                        prints the children hung (alive after 5 s, then killed)
+//                                        and the ones that exited otherwise
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <poll.h>
@@ -36,8 +42,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -108,6 +116,48 @@ int close_fds() {
   if (pipe2(p, O_NONBLOCK) != 0) return 1;
   g_exit_pipe_rd = p[0];
   ranges("step", 2, 20);
+  return 0;
+}
+
+// A DataLoader's workers forked by one thread while another makes the process's first NVTX call.
+// From 4 ms in: NVTX's own init without a tool takes microseconds, and a fork in those is NVTX's
+// race, with or without laggard.
+int fork_in_first_nvtx_call() {
+  std::atomic<bool> first_call_begins{false}, first_call_done{false};
+  int forks = 0, hung = 0, bad = 0;
+  std::thread forker([&] {
+    while (!first_call_begins.load()) {
+    }
+    sleep_ms(4);
+    while (!first_call_done.load() || forks == 0) {
+      pid_t pid = fork();
+      if (pid < 0) return;
+      if (pid == 0) {
+        nvtxRangePushA("child");
+        nvtxRangePop();
+        std::exit(7);
+      }
+      ++forks;
+      int status = 0, waited_ms = 0;
+      while (waitpid(pid, &status, WNOHANG) != pid && waited_ms < 5000) {
+        sleep_ms(1);
+        ++waited_ms;
+      }
+      if (waited_ms >= 5000) {
+        ++hung;
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 7) {
+        ++bad;
+      }
+    }
+  });
+  first_call_begins = true;
+  nvtxRangePushA("first");
+  first_call_done = true;
+  nvtxRangePop();
+  forker.join();
+  std::printf("children hung: %d, exited otherwise: %d\n", hung, bad);
   return 0;
 }
 
@@ -231,6 +281,7 @@ int main(int argc, char** argv) {
   if (mode == "exec-self" && argc == 4) return exec_self(argv[0], std::atoi(argv[2]), argv[3]);
   if (mode == "fd-limit" && argc == 3) return fd_limit(std::atoi(argv[2]));
   if (mode == "second-ctrl-c") return second_ctrl_c();
+  if (mode == "fork-in-first-nvtx-call") return fork_in_first_nvtx_call();
   if (mode == "exec-child" && argc == 4) return exec_child(argv[0], std::atoi(argv[2]), argv[3]);
   if (mode == "steps" && argc == 3) {
     ranges("child_step", std::atoi(argv[2]), 5);
@@ -245,6 +296,6 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: laggard-hostile-app close-fds | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
-               " | exec-self N M | fd-limit MS | second-ctrl-c\n");
+               " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call\n");
   return 2;
 }

@@ -167,6 +167,19 @@ TEST_F(Round3, AnApplicationAtItsDescriptorLimitNeverFailsAnOpen) {
   EXPECT_EQ(rep["ranks"][0]["sections"]["step"]["count"], opens + 1);  // written once descriptors were free
 }
 
+// ---- a process forked while NVTX attaches laggard (a child hung in Cupti.ForksDuring...) ----
+
+TEST_F(Round3, AChildForkedWhileNvtxAttachesLaggardDoesNotHang) {
+  // NVTX marks an instance as initialising while it attaches the tool, and its other calls spin
+  // until that is done (nvtxInitOnce, nvtx3/nvtxDetail/nvtxInit.h): a child forked in between
+  // spun forever (5 runs of 5 while capture started inside the attach).
+  ProcessResult with = run_process({kHostileApp, "fork-in-first-nvtx-call"}, preloaded());
+  ProcessResult without = run_process({kHostileApp, "fork-in-first-nvtx-call"}, plain());
+  EXPECT_EQ(without.out, "children hung: 0, exited otherwise: 0\n") << without.err;
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_EQ(with.out, without.out) << with.err;
+}
+
 // ---- smaller: a child without LD_PRELOAD still loads laggard through NVTX (docs/host-safety.md) ----
 
 TEST_F(Round3, RemovingLdPreloadAloneLeavesLaggardInAChildLaggardEnable0TakesItOut) {
