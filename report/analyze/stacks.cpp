@@ -1,6 +1,5 @@
 #include "stacks.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "dir_listing.h"
 #include "subprocess.h"
 
 namespace laggard::report {
@@ -40,27 +40,6 @@ int open_module(const std::string& path, unsigned char (&hdr)[18]) {
 
 // hang-*.json (the one dot of ".json" is then the name's last: its extension).
 bool is_hang_name(std::string_view name) { return name.starts_with("hang-") && name.ends_with(".json"); }
-
-// A run directory holds a file per rank, 100,000 at that scale, and every report looks for hang
-// reports in it: names are matched before any path is built or any type asked for (a
-// directory_iterator built a path per entry: issue 29, the JSON report's parts took 85-92 ms at
-// 100,000 ranks, 63-66 ms since). Regular files only, a link followed as
-// directory_entry::is_regular_file does.
-std::vector<std::string> hang_files_in(const fs::path& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (const dirent* e = ::readdir(d)) {
-    if (!is_hang_name(e->d_name)) continue;
-    const fs::path p = dir / e->d_name;
-    std::error_code ec;
-    if (e->d_type == DT_REG || ((e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) && fs::is_regular_file(p, ec)))
-      out.push_back(p.string());
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // A number of a hang report as T: json::value(key, T) would convert a float or a too-large
 // value with undefined behaviour (a hang report is a file, as hostile as a rank file).
@@ -238,14 +217,14 @@ std::string format_ranks(const std::vector<int>& in) {
 }
 
 std::vector<std::string> find_hang_reports(const std::string& dir) {
-  std::vector<std::string> files = hang_files_in(dir);
+  std::vector<std::string> files = regular_files_named(dir, is_hang_name);
   if (!files.empty()) return files;
   // An output directory: the run directory with the newest hang report.
   std::error_code ec;
   fs::file_time_type best_time = fs::file_time_type::min();
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     if (!it->is_directory(ec)) continue;
-    std::vector<std::string> sub = hang_files_in(it->path());
+    std::vector<std::string> sub = regular_files_named(it->path().string(), is_hang_name);
     for (const std::string& f : sub) {
       auto t = fs::last_write_time(f, ec);
       if (!ec && t > best_time) {

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dir_listing.h"
 #include "json_tape.h"
 #include "reader_checks.h"
 #include "reader_fast.h"
@@ -47,23 +48,7 @@ namespace {
 constexpr int kMinSchema = 1, kMaxSchema = 5;
 constexpr int kFirstFrameSchema = 5;  // frame files (reader_frames.h) start at version 5
 
-bool is_rank_file(const fs::path& p) {
-  std::string n = p.filename().string();
-  return n.rfind("rank", 0) == 0 && (p.extension() == ".json" || p.extension() == ".lgr");
-}
-
-std::vector<fs::path> rank_files_in(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    if (it->is_regular_file(ec) && is_rank_file(it->path())) out.push_back(it->path());
-  // One directory's entries: as strings they sort as paths do (the same parent, then the name),
-  // without path::compare's walk over components (0.4 s of one core at 100,000 files).
-  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) { return a.native() < b.native(); });
-  return out;
-}
-
-fs::file_time_type newest(const std::vector<fs::path>& files) {
+fs::file_time_type newest(const std::vector<std::string>& files) {
   fs::file_time_type t = fs::file_time_type::min();  // its epoch is not 1970: {} is not "oldest"
   std::error_code ec;
   for (const auto& f : files) t = std::max(t, fs::last_write_time(f, ec));
@@ -186,7 +171,7 @@ CaptureWindow read_window(const json& w, int version, StringTable& strings, uint
 // than `max_bytes` before reading them (a sparse or runaway file is never read whole). Sized once
 // from the file's size and read with read(2) straight into place: growing it 64 KiB at a time
 // copied and first-touched it again at every doubling.
-void read_text(const fs::path& path, uint64_t max_bytes, std::string& text) {
+void read_text(const std::string& path, uint64_t max_bytes, std::string& text) {
   text.clear();
   // O_NONBLOCK: a FIFO put in a rank file's place after the directory was listed must not hang us.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -650,12 +635,12 @@ struct ParsedFile {
   std::string error;
 };
 
-ParsedFile parse_file(const fs::path& f, uint64_t max_bytes) {
+ParsedFile parse_file(const std::string& f, uint64_t max_bytes) {
   ParsedFile p;
   thread_local std::string text;  // each thread's file buffer, reused (see read_text)
   try {  // whatever one file holds, it costs at most that file
     read_text(f, max_bytes, text);
-    p.segment = parse_segment_text(text, f.string(), p.strings);
+    p.segment = parse_segment_text(text, f, p.strings);
   } catch (const std::exception& e) {
     p.error = e.what();
   } catch (...) {
@@ -668,7 +653,7 @@ ParsedFile parse_file(const fs::path& f, uint64_t max_bytes) {
 // Reports progress in files and bytes as files finish, one call at a time.
 class ProgressCounter {
  public:
-  ProgressCounter(const ReadOptions& opts, const std::vector<fs::path>& files) : opts_(opts), sizes_(files.size()) {
+  ProgressCounter(const ReadOptions& opts, const std::vector<std::string>& files) : opts_(opts), sizes_(files.size()) {
     if (!opts_.on_progress) return;
     std::error_code ec;
     for (size_t i = 0; i < files.size(); ++i) {
@@ -760,7 +745,7 @@ class InOrderStrings {
 };
 
 // Parses every file, in parallel, then takes them in file order: the same model as one thread.
-std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadOptions& opts, RunModel& model) {
+std::vector<Segment> parse_files(const std::vector<std::string>& files, const ReadOptions& opts, RunModel& model) {
   ParsedFiles parsed(files.size());
   ProgressCounter progress(opts, files);
   InOrderStrings strings(parsed, model.strings);
@@ -778,7 +763,7 @@ std::vector<Segment> parse_files(const std::vector<fs::path>& files, const ReadO
   segments.reserve(files.size());
   for (size_t i = 0; i < files.size(); ++i) {
     if (!parsed[i].segment) {
-      model.problems.push_back({"unreadable_file", -1, files[i].string(), parsed[i].error});
+      model.problems.push_back({"unreadable_file", -1, files[i], parsed[i].error});
       continue;
     }
     segments.push_back(std::move(*parsed[i].segment));
@@ -796,12 +781,12 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
 
   RunModel model;
   // DIR is a run directory itself, or a LAGGARD_OUT holding one directory per run.
-  std::vector<fs::path> files = rank_files_in(dir);
+  std::vector<std::string> files = rank_files_in(dir.string());
   if (files.empty()) {
-    std::vector<std::pair<fs::path, std::vector<fs::path>>> runs;
+    std::vector<std::pair<fs::path, std::vector<std::string>>> runs;
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->is_directory(ec))
-        if (auto f = rank_files_in(it->path()); !f.empty()) runs.emplace_back(it->path(), std::move(f));
+        if (auto f = rank_files_in(it->path().string()); !f.empty()) runs.emplace_back(it->path(), std::move(f));
     if (runs.empty()) throw std::runtime_error("no laggard rank files (rank*.json, rank*.lgr) in '" + dir_arg + "' or its run directories");
     std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return newest(a.second) > newest(b.second); });
     size_t pick = 0;
