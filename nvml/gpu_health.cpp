@@ -109,8 +109,9 @@ std::string nvml_uuid(const unsigned char b[16], bool mig) {
   return out;
 }
 
-bool cuda_device_of_rank(int local_rank, CudaDevice* out, const char* library) {
+bool cuda_device_of_rank(int local_rank, CudaDevice* out, const char* library, bool* driver_loaded) {
   void* h = dlopen(library, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (driver_loaded) *driver_loaded = h != nullptr;
   if (!h) return false;
   using GetCount = int (*)(int*);
   using Get = int (*)(int*, int);

@@ -30,8 +30,10 @@ struct CudaDevice {
 
 // The device CUDA gives this rank (ordinal local_rank modulo the visible count), asked of a
 // libcuda.so.1 already loaded and initialized in this process; false when there is none. Never
-// loads or initializes the driver. `library`: another file (tests).
-bool cuda_device_of_rank(int local_rank, CudaDevice* out, const char* library = "libcuda.so.1");
+// loads or initializes the driver. `driver_loaded` (optional): whether the driver is loaded at
+// all (initialized or not). `library`: another file (tests).
+bool cuda_device_of_rank(int local_rank, CudaDevice* out, const char* library = "libcuda.so.1",
+                         bool* driver_loaded = nullptr);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from cuDeviceGetUuid's 16 bytes (NVML's form).
 std::string nvml_uuid(const unsigned char bytes[16], bool mig = false);
