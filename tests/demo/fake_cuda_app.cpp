@@ -31,9 +31,10 @@
 // --wait-attached S: after cuInit, wait (at most S seconds) until a CUPTI client has switched kernel
 // records on, so a test of a late attach waits for the attach, not for a guessed time.
 // --late-library PATH dlopens PATH halfway through the steps (a second libcupti appearing late).
-// --fork-thread N: a second thread forks N times while the steps run, as a DataLoader starting
-// workers does; each child marks one NVTX range (no CUDA: a forked child may not use it) and
-// exits. A child still alive 10 s later counts as hung (killed). Prints "forks=N hung=H bad=B".
+// --fork-thread N: a second thread forks N times while the steps run (from once NVTX is
+// initialized), as a DataLoader starting workers does; each child marks one NVTX range (no CUDA: a
+// forked child may not use it) and exits. A child still alive 10 s later counts as hung (killed).
+// Prints "forks=N hung=H bad=B".
 // --stall-ms MS: each step ends MS ms asleep inside "stall", so a hang watchdog with a shorter
 // limit fires (and signals every thread) while the fork thread forks.
 #include <cupti.h>
@@ -263,7 +264,12 @@ int main(int argc, char** argv) {
   long fwd = 0, bwd = 0, nccl = 0, stray = 0, copies = 0;
   std::pair<int, int> fork_result{0, 0};
   std::thread forker;
-  if (fork_count > 0) forker = std::thread([&] { fork_result = fork_children(fork_count); });
+  if (fork_count > 0) {
+    // NVTX's own init done before the forks start: a fork inside it is NVTX's race, with or without
+    // a tool (nvtxInitOnce); laggard's part of it is hostile_app fork-in-first-nvtx-call's test.
+    nvtxInitialize(nullptr);
+    forker = std::thread([&] { fork_result = fork_children(fork_count); });
+  }
   for (int s = 0; s < steps; ++s) {
     for (const auto& [at, command] : run_at)
       if (at == s && std::system(command.c_str()) != 0) std::fprintf(stderr, "laggard-fake-cuda-app: '%s' failed\n", command.c_str());
