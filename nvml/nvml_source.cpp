@@ -51,12 +51,8 @@ GpuHealth* load_once() {
   auto* h = new GpuHealth();
   std::string why = h->load();
   CudaDevice dev;
-  bool driver_loaded = false;
-  if (why.empty() && !(cuda_device_of_rank(g_local_rank, &dev, "libcuda.so.1", &driver_loaded) &&
-                       h->choose_cuda_device(dev))) {
+  if (why.empty() && !(cuda_device_of_rank(g_local_rank, &dev) && h->choose_cuda_device(dev)))
     h->choose_devices(std::getenv("CUDA_VISIBLE_DEVICES"), g_local_rank);
-    g_cuda_pending = driver_loaded && !h->exact();
-  }
   if (!why.empty() || !h->active()) {
     log_info("no GPU health telemetry: %s", why.empty() ? "NVML sees no GPU for this rank" : why.c_str());
     g_kept_unused = h;  // never freed on purpose (NVML stays loaded), but reachable: no leak report

@@ -539,8 +539,13 @@ const FileInfo* active_file_info() { return g_state.load() == 1 && g_rt ? &g_rt-
 std::string active_run_dir() { return g_state.load() == 1 && g_rt ? g_rt->writer->run_dir() : std::string(); }
 void finish_capture_at_exit() { on_atexit(); }
 
+namespace {
+// Capture can never start in this process (image): a forked child, not loaded, disabled or off.
+bool never_captures() { return g_forked_child.load() || !g_rt || g_state.load() == 2; }
+}  // namespace
+
 bool activate_capture() {
-  if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
+  if (never_captures()) return false;
   try {
     std::call_once(g_activate_once, activate);
   } catch (...) {
@@ -550,7 +555,7 @@ bool activate_capture() {
 }
 
 bool capture_may_start() {
-  if (g_forked_child.load() || !g_rt || g_state.load() == 2) return false;
+  if (never_captures()) return false;
   return g_state.load() == 1 ||
          detect_rank(process_env(), g_rt->host, static_cast<long>(getppid())).identity.has_value();
 }
