@@ -110,7 +110,7 @@ int close_fds() {
   // A flush thread spinning on POLLNVAL takes most of a core: ~1000 ms of this second, still
   // several hundred with the test's neighbours on the same 2 cores. Idle, laggard's wakes (20
   // drain ticks and 10 windows a second at LAGGARD_FLUSH_S=0.1) took 8-13 ms in a release build
-  // and 27-37 ms under ASan at -O0 (2026-11-28, 2-core VM), 50 ms once in CI's ASan run: the
+  // and 27-37 ms under ASan at -O0 (2026-11-28, 2-core VM), 50 ms once in a clean-clone CI run: the
   // bound sits between idle and spinning, not just above the release build's figure.
   double before = cpu_ms();
   sleep_ms(1000);
