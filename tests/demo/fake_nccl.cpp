@@ -62,6 +62,8 @@
 // --nproc`) agree on who arrived when without talking to each other; each process sleeps until
 // its host calls and its proxy's callbacks are due. The communicator is never destroyed unless
 // --finalize or --comm-restarts: most real jobs never call ncclCommDestroy.
+// When the OS woke a rank more than 1 ms after a data-parallel step's host calls were due, it says
+// so before it ends: "rank R: host late at STEP:MS ...". Host-timed arrivals really carry that.
 #include <dlfcn.h>
 #include <strings.h>
 #include <sys/prctl.h>
@@ -398,6 +400,7 @@ class Driver {
     }
     if (o_.finalize)
       for (Gpu& gpu : gpus_) table_->finalize(gpu.ctx);
+    for (const Gpu& gpu : gpus_) print_host_late(gpu);
     std::printf("rank %d: %d steps done\n", process_rank_, o_.steps);
     return 0;
   }
@@ -409,7 +412,12 @@ class Driver {
     bool kernel_events = false;
     std::vector<Channel> channels;
     std::map<std::string, uint64_t> seq;  // NCCL's per-function seqNumber
+    // (step, ms) where this rank's host enqueued more than kHostLateNs after its plan said: the OS
+    // woke it late. Host-timed arrivals (NVIDIA/nccl#2368) then truly make it late; tests read
+    // these from the "host late" line rather than guess how loaded the machine was.
+    std::vector<std::pair<int, double>> host_late;
   };
+  static constexpr int64_t kHostLateNs = 1'000'000;  // the report's floor for host-timed arrivals
   struct Op {  // one collective or p2p op of a plan, before it is posted
     const char* func;
     int root_or_peer = -1;
@@ -490,7 +498,22 @@ class Driver {
       ops.push_back(op);
     }
     post_plan(gpu, ops, /*send_every_10=*/i % 10 == 0, i);
+    // Read after the host's events, so it bounds how late the plugin saw them.
+    const int64_t late_ns = epoch_now() - (arrive_at(gpu, i) - lag_ns() - 30'000);
+    if (late_ns > kHostLateNs) gpu.host_late.emplace_back(i, double(late_ns) / 1e6);
     if (bcast) broadcast_group(gpu, i);
+  }
+
+  // "rank R: host late at STEP:MS ..." (data-parallel steps only), when it ever was.
+  static void print_host_late(const Gpu& gpu) {
+    if (gpu.host_late.empty()) return;
+    std::string line = "rank " + std::to_string(gpu.rank) + ": host late at";
+    char item[48];
+    for (const auto& [step, ms] : gpu.host_late) {
+      std::snprintf(item, sizeof item, " %d:%.3f", step, ms);
+      line += item;
+    }
+    std::printf("%s\n", line.c_str());
   }
 
   // A Broadcast group after step i (see --bcast).

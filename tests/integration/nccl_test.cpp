@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "harness.h"
 
@@ -342,6 +343,7 @@ class NcclAsItIs : public NcclFaults {
     ProcessResult run = run_fake(nproc, args, env, start_in_ms);
     EXPECT_EQ(run.exit_code, 0) << run.err;
     last_err_ = run.err;
+    last_out_ = run.out;
     return report();
   }
   static bool has_problem(const nlohmann::json& rep, const std::string& kind) {
@@ -350,16 +352,52 @@ class NcclAsItIs : public NcclFaults {
     return false;
   }
   // Host-timed arrivals (the ranks' enqueue times) carry the CPU's scheduling noise: a loaded
-  // machine may now and then make another rank late by more than the 1 ms floor.
-  void expect_named_only(const nlohmann::json& rep, int late) {
-    EXPECT_EQ(comm_stragglers(rep), std::set<int>{late}) << rep["stragglers"].dump() << rep["comm"]["ranks"].dump();
+  // machine may now and then make another rank late by more than the 1 ms floor (2 times allowed),
+  // and a rank the OS woke late enqueues late for real, for as many steps as it takes to catch up
+  // (a 25 ms stall: 6 steps). The fake says where that happened ("host late at"); those steps of
+  // host-timed exchanges (from host_timed_from on) may name that rank and put its wait on it.
+  void expect_named_only(const nlohmann::json& rep, int late, int host_timed_from) {
+    const std::map<int, std::vector<std::pair<int, double>>> woke_late = host_late(host_timed_from);
+    const std::string context = rep["stragglers"].dump() + rep["comm"]["ranks"].dump() + "\n" + host_late_lines();
+    const std::set<int> named = comm_stragglers(rep);
+    EXPECT_TRUE(named.count(late)) << context;
+    for (int r : named) EXPECT_TRUE(r == late || woke_late.count(r)) << r << " " << context;
     const double blame_late = rep["comm"]["ranks"][late]["blame_ms"].get<double>();
     for (const auto& r : rep["comm"]["ranks"]) {
       if (r["rank"] == late) continue;
-      EXPECT_LE(r["last_count"].get<int>(), 2) << r.dump();
-      EXPECT_LT(r["blame_ms"].get<double>(), 0.05 * blame_late) << r.dump();
+      size_t excused = 0;
+      double excused_ms = 0;
+      if (auto it = woke_late.find(r["rank"].get<int>()); it != woke_late.end())
+        for (const auto& [step, ms] : it->second) ++excused, excused_ms += ms;
+      EXPECT_LE(r["last_count"].get<size_t>(), 2 + excused) << r.dump() << context;
+      // Its lateness is the others' wait, at most 3 of them.
+      EXPECT_LT(r["blame_ms"].get<double>(), 0.05 * blame_late + 3 * excused_ms) << r.dump() << context;
     }
   }
+  // The fake's "rank R: host late at STEP:MS ..." lines, steps from `from` on.
+  std::map<int, std::vector<std::pair<int, double>>> host_late(int from) const {
+    std::map<int, std::vector<std::pair<int, double>>> late;
+    std::istringstream lines(last_out_);
+    for (std::string line; std::getline(lines, line);) {
+      int rank = -1, used = 0;
+      if (std::sscanf(line.c_str(), "rank %d: host late at%n", &rank, &used) != 1 || used == 0) continue;
+      std::istringstream items(line.substr(used));
+      int step = 0;
+      double ms = 0;
+      char colon = 0;
+      while (items >> step >> colon >> ms)
+        if (step >= from) late[rank].emplace_back(step, ms);
+    }
+    return late;
+  }
+  std::string host_late_lines() const {
+    std::string lines;
+    std::istringstream in(last_out_);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("host late at") != std::string::npos) lines += line + "\n";
+    return lines;
+  }
+  std::string last_out_;
   std::string last_err_;
 };
 
@@ -386,7 +424,7 @@ TEST_F(NcclAsItIs, BroadcastShiftsTheWorkCounter) {
   for (const char* bcast : {"10:2:1", "10:2"}) {
     fs::remove_all(out());
     nlohmann::json rep = run_and_report({"--steps", "60", "--late-rank", "2", "--bcast", bcast}, {}, 4, 1000);
-    expect_named_only(rep, 2);
+    expect_named_only(rep, 2, 10);  // host-timed from the first broadcast group (after step 9) on
     const auto& comm = rep["comm"];
     EXPECT_EQ(comm["collectives"], 60) << bcast;
     EXPECT_GE(comm["host_timed"].get<int>(), 45) << bcast;  // every op after the first broadcast group
