@@ -9,6 +9,7 @@
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,7 +89,14 @@ std::vector<SourceHooks>& sources() {
   return *s;
 }
 std::atomic<int> g_state{0};           // 0 idle, 1 active, 2 inert for good
-std::once_flag g_activate_once;
+// Activation runs once, on the first caller's thread. Not std::call_once: an application's signal
+// handler that calls NVTX on the thread that is activating would wait on itself forever (a SIGALRM
+// handler interrupting activation's membarrier did, 2026-11-28), and a caller on another thread
+// that waits without bound may be a handler holding what the activating thread needs (a lock of
+// malloc it interrupted).
+enum Activation : int { kNotActivated, kActivating, kActivated };
+std::atomic<int> g_activation{kNotActivated};
+thread_local bool t_activating __attribute__((tls_model("initial-exec"))) = false;
 std::atomic<bool> g_forked_child{false};
 struct sigaction g_old_actions[65];
 
@@ -542,16 +550,42 @@ void finish_capture_at_exit() { on_atexit(); }
 namespace {
 // Capture can never start in this process (image): a forked child, not loaded, disabled or off.
 bool never_captures() { return g_forked_child.load() || !g_rt || g_state.load() == 2; }
-}  // namespace
 
-bool activate_capture() {
-  if (never_captures()) return false;
+// Waits for another thread's activation, polling with nanosleep (async-signal-safe, as
+// clock_gettime is): false when it has not finished within max_wait_ns.
+bool wait_for_activation(int64_t max_wait_ns) {
+  const int64_t deadline = max_wait_ns == kWaitAsLongAsItTakes ? INT64_MAX : mono_ns() + max_wait_ns;
+  const timespec poll_every{0, 200'000};
+  while (g_activation.load(std::memory_order_acquire) != kActivated) {
+    if (mono_ns() >= deadline) return false;
+    nanosleep(&poll_every, nullptr);
+  }
+  return true;
+}
+
+// Whether activation has run (here or on another thread). False on the activating thread itself
+// (only a signal handler can call in then) and when another thread's took longer than max_wait_ns.
+bool activation_done(int64_t max_wait_ns) {
+  if (g_activation.load(std::memory_order_acquire) == kActivated) return true;
+  if (t_activating) return false;
+  int expected = kNotActivated;
+  if (!g_activation.compare_exchange_strong(expected, kActivating, std::memory_order_acq_rel))
+    return wait_for_activation(max_wait_ns);
+  t_activating = true;
   try {
-    std::call_once(g_activate_once, activate);
+    activate();
   } catch (...) {
     g_state.store(2);
   }
-  return g_state.load() == 1;
+  t_activating = false;
+  g_activation.store(kActivated, std::memory_order_release);
+  return true;
+}
+}  // namespace
+
+bool activate_capture(int64_t max_wait_ns) {
+  if (never_captures()) return false;
+  return activation_done(max_wait_ns) && g_state.load() == 1;
 }
 
 bool capture_may_start() {

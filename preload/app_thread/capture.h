@@ -23,8 +23,12 @@ extern std::atomic<Capture*> g_capture;
 
 // Called by the first NVTX range or domain call, CUDA and NCCL hooks. Starts capture for this
 // process on first call (rank detection, flush thread, exit and signal hooks). Returns whether
-// capture is on.
-bool activate_capture();
+// capture is on. A caller while another thread activates waits up to max_wait_ns for it (NVTX
+// calls, which an application may make from a signal handler, wait a bounded time; false when
+// it ran out); a call on the activating thread itself (a signal handler nested in activation)
+// returns false at once.
+constexpr int64_t kWaitAsLongAsItTakes = -1;
+bool activate_capture(int64_t max_wait_ns = kWaitAsLongAsItTakes);
 
 // Whether activate_capture may still turn capture on: not disabled or off, not a forked child,
 // and the process has a rank identity now. Cheap (the environment only): for

@@ -107,9 +107,29 @@ void guard_exit(void* p) {
   g.dead = true;
 }
 
+// Set while this thread is in one of the slow paths that take a lock or allocate: its first call,
+// interning a name new to it, a start/end range, a domain or string registration. A call that
+// finds it set was made by a signal handler that interrupted that path on this thread; it must
+// not take the same lock again (it would wait on itself forever), so it records nothing.
+thread_local bool t_in_slow_path __attribute__((tls_model("initial-exec"))) = false;
+class SlowPath {
+ public:
+  SlowPath() : nested_(t_in_slow_path) { t_in_slow_path = true; }
+  ~SlowPath() { t_in_slow_path = nested_; }
+  SlowPath(const SlowPath&) = delete;
+  SlowPath& operator=(const SlowPath&) = delete;
+  // A signal handler's call inside the same thread's slow path: skip it.
+  bool nested() const { return nested_; }
+
+ private:
+  const bool nested_;
+};
+
 __attribute__((noinline)) ThreadState* new_thread_state(Capture* cap) {
   ThreadGuard& g = t_guard;
   if (g.dead) return nullptr;  // NVTX called from a thread_local destructor after ours ran
+  const SlowPath slow;
+  if (slow.nested()) return nullptr;
   auto* ts = new ThreadState();
   ts->tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   ts->is_main = ts->tid == static_cast<uint32_t>(::getpid());
@@ -123,8 +143,12 @@ __attribute__((noinline)) ThreadState* new_thread_state(Capture* cap) {
 // Capture starts on the process's first NVTX range or domain call, not inside NVTX's attach
 // (nvtx_injection.cpp says why): the capture, started first if this is that call; null while
 // inert. Out of line: taken once, and again only while capture is off.
+// A thread waits up to kActivationWaitNs for another thread's activation (normally well under
+// a millisecond); a range it pushes after that goes unrecorded rather than wait longer inside a
+// call the application may make from a signal handler.
+constexpr int64_t kActivationWaitNs = 5'000'000'000;
 __attribute__((noinline, cold)) Capture* capture_after_starting() {
-  return activate_capture() ? g_capture.load(std::memory_order_acquire) : nullptr;
+  return activate_capture(kActivationWaitNs) ? g_capture.load(std::memory_order_acquire) : nullptr;
 }
 
 __attribute__((always_inline)) inline Capture* active_capture() {
@@ -194,6 +218,9 @@ constexpr const char kUnnamed[] = "(unnamed)";
 // What a range pushed or started while `laggard ctl` paused capture holds: no name lookup, no
 // clock read; kept so the matching pop or end stays balanced, never recorded.
 const NameEntry kPausedRange{kNoName, false, false, nullptr, "", "", "(paused)"};
+// What a signal handler's range gets when it needs a new name while its thread was interning one
+// (SlowPath): not kept, so its pop is counted as filtered, and nesting stays balanced.
+const NameEntry kSkippedRange{kNoName, false, false, nullptr, "", "", "(skipped in a signal handler)"};
 
 __attribute__((noinline)) const NameEntry* lookup_text(Capture* cap, ThreadState* ts, const void* domain, const char* msg) {
   size_t n = msg ? strnlen(msg, kMaxMessage) : 0;
@@ -207,6 +234,8 @@ __attribute__((noinline)) const NameEntry* lookup_text(Capture* cap, ThreadState
   if (slot.entry && slot.hash == h && slot.domain == domain && slot.entry->message.size() == n &&
       std::memcmp(slot.entry->message.data(), msg, n) == 0)
     return slot.entry;
+  const SlowPath slow;
+  if (slow.nested()) return &kSkippedRange;
   const NameEntry* e = intern(cap, domain, std::string_view(msg, n));
   slot = {h, domain, e};
   return e;
@@ -285,7 +314,7 @@ __attribute__((always_inline)) inline const NameEntry* lookup(Capture* cap, Thre
   if (__builtin_expect(p.ptr == msg && p.domain == domain && same_text(msg, p.entry->message, p.tail), 1))
     return p.entry;
   const NameEntry* e = lookup_text(cap, ts, domain, msg);
-  p = ThreadState::PtrSlot{msg, domain, e, tail_word(e->message)};
+  if (__builtin_expect(e != &kSkippedRange, 1)) p = ThreadState::PtrSlot{msg, domain, e, tail_word(e->message)};
   return e;
 }
 
@@ -492,6 +521,8 @@ nvtxDomainHandle_t domain_create_a(const char* name) {
     // Inert (e.g. a forked child, whose copy of the lock may be held by a thread that no longer
     // exists): behave as NVTX without a tool, which returns no handle.
     if (!active_capture()) return nullptr;
+    const SlowPath slow;
+    if (slow.nested()) return nullptr;  // as NVTX without a tool
     size_t len = name ? strnlen(name, kMaxMessage) : 0;
     std::string n = sanitize_utf8(len ? std::string_view(name, len) : std::string_view(kUnnamed));
     std::lock_guard<std::mutex> lock(g_domains_mu);
@@ -517,6 +548,8 @@ nvtxStringHandle_t domain_register_string_a(nvtxDomainHandle_t d, const char* s)
   try {
     Capture* cap = active_capture();
     if (!cap) return nullptr;
+    const SlowPath slow;
+    if (slow.nested()) return nullptr;
     size_t n = s ? strnlen(s, kMaxMessage) : 0;
     const NameEntry* e = intern(cap, d, n ? std::string_view(s, n) : std::string_view(kUnnamed));
     return reinterpret_cast<nvtxStringHandle_t>(cap->names->register_string(e));

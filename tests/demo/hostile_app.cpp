@@ -26,6 +26,12 @@
 //                                        starts inside it); each child marks a range and exits 7;
 //                                        prints the children hung (alive after 5 s, then killed)
 //                                        and the ones that exited otherwise
+//   laggard-hostile-app nvtx-in-signal-handler
+//                                        a SIGALRM handler pushes and pops a "tick" range 20,000
+//                                        times a second, from before the first range (so into
+//                                        the call that starts capture) until 2,000 ticks; the
+//                                        main thread meanwhile marks "step" ranges. Prints
+//                                        whether all the ticks came within 20 s
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <poll.h>
@@ -35,6 +41,7 @@
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +61,16 @@ void sleep_ms(int ms) {
   timespec t{ms / 1000, (ms % 1000) * 1'000'000L};
   while (nanosleep(&t, &t) != 0) {
   }
+}
+
+timespec now_monotonic() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t;
+}
+double ms_since(const timespec& t0) {
+  const timespec t = now_monotonic();
+  return double(t.tv_sec - t0.tv_sec) * 1e3 + double(t.tv_nsec - t0.tv_nsec) / 1e6;
 }
 
 void ranges(const char* name, int n, int ms) {
@@ -164,6 +181,37 @@ int fork_in_first_nvtx_call() {
   nvtxRangePop();
   forker.join();
   std::printf("children hung: %d, exited otherwise: %d\n", hung, bad);
+  return 0;
+}
+
+volatile sig_atomic_t g_ticks = 0;
+void tick_in_handler(int) {
+  nvtxRangePushA("tick");
+  nvtxRangePop();
+  g_ticks = g_ticks + 1;
+}
+
+int nvtx_in_signal_handler() {
+  // NVTX attaches its tool here, before any signal: NVTX itself spins forever when a handler on
+  // the thread that is attaching calls it (nvtxInitOnce), with or without a tool. nvtxMarkA
+  // starts no capture in laggard: the first range below does, with the signals landing in it.
+  nvtxMarkA("attach");
+  struct sigaction sa {};
+  sa.sa_handler = tick_in_handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, nullptr);
+  const itimerval every_50us{{0, 50}, {0, 50}};
+  setitimer(ITIMER_REAL, &every_50us, nullptr);
+  const timespec t0 = now_monotonic();
+  while (g_ticks < 2000 && ms_since(t0) < 20'000) {
+    nvtxRangePushA("step");
+    for (const timespec s = now_monotonic(); ms_since(s) < 0.02;) {
+    }
+    nvtxRangePop();
+  }
+  const itimerval off{};
+  setitimer(ITIMER_REAL, &off, nullptr);
+  std::printf("2000 ticks within 20 s: %s\n", g_ticks >= 2000 ? "yes" : "no");
   return 0;
 }
 
@@ -288,6 +336,7 @@ int main(int argc, char** argv) {
   if (mode == "fd-limit" && argc == 3) return fd_limit(std::atoi(argv[2]));
   if (mode == "second-ctrl-c") return second_ctrl_c();
   if (mode == "fork-in-first-nvtx-call") return fork_in_first_nvtx_call();
+  if (mode == "nvtx-in-signal-handler") return nvtx_in_signal_handler();
   if (mode == "exec-child" && argc == 4) return exec_child(argv[0], std::atoi(argv[2]), argv[3]);
   if (mode == "steps" && argc == 3) {
     ranges("child_step", std::atoi(argv[2]), 5);
@@ -302,6 +351,6 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: laggard-hostile-app close-fds | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
-               " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call\n");
+               " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call | nvtx-in-signal-handler\n");
   return 2;
 }

@@ -181,6 +181,27 @@ TEST_F(Round3, AChildForkedWhileNvtxAttachesLaggardDoesNotHang) {
   EXPECT_EQ(with.out, without.out) << with.err;
 }
 
+// ---- NVTX called from a signal handler while capture starts ----
+
+TEST_F(Round3, NvtxCallsFromASignalHandlerWhileCaptureStartsDoNotHang) {
+  // A SIGALRM handler's ranges land in the first range's call, which starts capture, on the same
+  // thread: std::call_once there waited on itself forever (3 runs of 3, 2026-11-28); so did a
+  // handler interrupting the thread's first call or the interning of a new name (their locks).
+  ProcessOptions with_laggard = preloaded();
+  with_laggard.timeout_s = 60;
+  ProcessResult with = run_process({kHostileApp, "nvtx-in-signal-handler"}, with_laggard);
+  ProcessResult without = run_process({kHostileApp, "nvtx-in-signal-handler"}, plain());
+  EXPECT_EQ(without.out, "2000 ticks within 20 s: yes\n") << without.err;
+  ASSERT_EQ(with.exit_code, 0) << with.err;  // killed at the timeout: hung
+  EXPECT_EQ(with.out, without.out) << with.err;
+  nlohmann::json rep = report();
+  ASSERT_EQ(rep["ranks"].size(), 1u);
+  const auto& sections = rep["ranks"][0]["sections"];
+  EXPECT_GT(sections["step"]["count"].get<int>(), 0) << sections.dump();
+  // The handler's ranges are recorded, all but those nested in capture's start (1984 of 2000 here).
+  EXPECT_GT(sections["tick"]["count"].get<int>(), 1000) << sections.dump();
+}
+
 // ---- smaller: a child without LD_PRELOAD still loads laggard through NVTX (docs/host-safety.md) ----
 
 TEST_F(Round3, RemovingLdPreloadAloneLeavesLaggardInAChildLaggardEnable0TakesItOut) {
