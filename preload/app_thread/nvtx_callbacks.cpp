@@ -107,8 +107,8 @@ void guard_exit(void* p) {
   g.dead = true;
 }
 
-// Set while this thread is in one of the slow paths that take a lock or allocate: its first call,
-// interning a name new to it, a start/end range, a domain or string registration. A call that
+// Set while this thread is in one of the slow paths that take a lock and allocate: its first call,
+// interning a name new to it, a domain or string registration (start/end ranges take none). A call that
 // finds it set was made by a signal handler that interrupted that path on this thread; it must
 // not take the same lock again (it would wait on itself forever), so it records nothing.
 thread_local bool t_in_slow_path __attribute__((tls_model("initial-exec"))) = false;
