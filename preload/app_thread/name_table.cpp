@@ -1,5 +1,7 @@
 #include "name_table.h"
 
+#include <cstring>
+
 namespace laggard {
 
 std::string sanitize_utf8(std::string_view in) {
@@ -99,6 +101,16 @@ const NameEntry* NameTable::other_locked() {
 const NameEntry* NameTable::intern(const void* domain, std::string_view domain_name,
                                    std::string_view message) {
   // The domain pointer is part of identity (two domains may share a name); it leads the key.
+  // Built on the stack first: a known name (NVTX's are at most 512 bytes) is found without allocating.
+  constexpr size_t kProbeBytes = 1024;
+  if (message.size() <= kProbeBytes) {
+    char known[sizeof domain + kProbeBytes];
+    std::memcpy(known, &domain, sizeof domain);
+    std::memcpy(known + sizeof domain, message.data(), message.size());
+    const std::string_view probe(known, sizeof domain + message.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = by_key_.find(probe); it != by_key_.end()) return it->second;
+  }
   std::string key(reinterpret_cast<const char*>(&domain), sizeof domain);
   key.append(message);
   std::lock_guard<std::mutex> lock(mu_);

@@ -72,7 +72,13 @@ class NameTable {
   std::unique_ptr<SectionFilter> filter_;
   size_t max_names_, max_bytes_, bytes_ = 0;
   std::deque<NameEntry> entries_;  // deque: entries never move, pointers stay valid
-  std::unordered_map<std::string, const NameEntry*> by_key_;  // domain pointer bytes + message
+  // Looked up by a string_view (transparent hash): a name already known is found without building
+  // a std::string, i.e. without allocating (docs/host-safety.md, signal handlers).
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
+  };
+  std::unordered_map<std::string, const NameEntry*, KeyHash, std::equal_to<>> by_key_;  // domain pointer bytes + message
   const NameEntry* other_ = nullptr;
   uint64_t overflowed_ = 0;
   std::unordered_map<const NameEntry*, uintptr_t> handle_of_;

@@ -11,6 +11,7 @@
 // everything: an exception must never reach the application.
 #include "nvtx_callbacks.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "clock.h"
 #include "pause_state.h"
 #include "range_stack.h"
+#include "source.h"
 #include "thread_registry.h"
 #include "tsc_clock.h"
 
@@ -59,9 +61,9 @@ std::deque<Domain>& domains() {
 std::atomic<uint32_t> g_main_section{kNoName};
 
 struct ThreadState {
-  ThreadBuffer* buf;
-  uint32_t tid;
-  bool is_main;
+  ThreadBuffer* buf = nullptr;
+  uint32_t tid = 0;
+  bool is_main = false;
   IdBlock ids;
   RangeStack stack;
   watch::ThreadSlot* watch = nullptr;  // progress counter and open stack for the hang watchdog
@@ -85,7 +87,7 @@ struct ThreadState {
 // a thread_local with a destructor makes the compiler guard every access with a "destructor
 // registered" flag of its own, in the general-dynamic TLS model, i.e. a __tls_get_addr call
 // on every NVTX call (issue 29). The destructor is registered by hand on the thread's first call
-// instead (guard_exit), exactly as the compiler would have.
+// instead (guard_exit, register_exit below).
 struct ThreadGuard {
   ThreadState* state;
   bool dead;
@@ -95,7 +97,7 @@ struct ThreadGuard {
 thread_local ThreadGuard t_guard __attribute__((tls_model("initial-exec"))) = {nullptr, false};
 
 // Frees the thread's state when the thread ends and tells the recorder to drain it once more.
-// Runs with the thread's other thread_local destructors (__cxa_thread_atexit).
+// Runs as a pthread key's destructor, or with the main thread's thread_local destructors.
 void guard_exit(void* p) {
   ThreadGuard& g = *static_cast<ThreadGuard*>(p);
   if (ThreadState* state = g.state) {
@@ -125,20 +127,76 @@ class SlowPath {
   const bool nested_;
 };
 
+// ---- a thread's first call without allocation or lock (docs/host-safety.md, signal handlers) ----
+// The flush thread keeps ready-made states, each with its buffer registered with the recorder,
+// in these slots; a thread's first call takes one with an atomic exchange and registers its exit
+// with a pthread key. An application's signal handler whose NVTX call is its thread's first,
+// interrupting that thread's malloc, then never allocates inside malloc (glibc's arena lock is
+// held: it would wait on itself). A thread that finds the slots empty (more new threads than
+// slots within one drain tick, 50 ms) builds its own state, as before.
+constexpr int kSpareStates = 16;
+std::atomic<ThreadState*> g_spare_states[kSpareStates];
+
+// Flush thread only (the one filler, so a slot found empty stays empty until it fills it).
+void stock_spare_states() {
+  Capture* cap = g_capture.load(std::memory_order_acquire);
+  if (!cap) return;
+  for (std::atomic<ThreadState*>& slot : g_spare_states) {
+    if (slot.load(std::memory_order_relaxed)) continue;
+    auto* ts = new ThreadState();
+    ts->buf = cap->recorder->register_thread(0);  // the buffer's tid is not read; the state's is
+    slot.store(ts, std::memory_order_release);
+  }
+}
+
+ThreadState* take_spare_state() {
+  for (std::atomic<ThreadState*>& slot : g_spare_states)
+    if (slot.load(std::memory_order_relaxed))
+      if (ThreadState* ts = slot.exchange(nullptr, std::memory_order_acquire)) return ts;
+  return nullptr;
+}
+
+// A thread's exit, through a pthread key: pthread_setspecific stores into the thread's own first
+// block for keys below 32 and allocates nothing (glibc nptl/pthread_setspecific.c,
+// PTHREAD_KEY_2NDLEVEL_SIZE), where __cxa_thread_atexit callocs and takes the loader's lock. Its
+// destructor runs after the thread's thread_local destructors. The main thread keeps
+// __cxa_thread_atexit: exit() runs those before laggard's atexit handler, which then counts the
+// ranges it left open; exit() runs no key destructors.
+pthread_key_t g_exit_key;
+const bool g_exit_key_ok = [] {
+  if (pthread_key_create(&g_exit_key, guard_exit) != 0) return false;
+  if (g_exit_key < 32) return true;
+  pthread_key_delete(g_exit_key);
+  return false;
+}();
+
+void register_exit(ThreadGuard& g, bool is_main) {
+  if (!is_main && g_exit_key_ok && pthread_setspecific(g_exit_key, &g) == 0) return;
+  abi::__cxa_thread_atexit(guard_exit, &g, &__dso_handle);
+}
+
 __attribute__((noinline)) ThreadState* new_thread_state(Capture* cap) {
   ThreadGuard& g = t_guard;
   if (g.dead) return nullptr;  // NVTX called from a thread_local destructor after ours ran
   const SlowPath slow;
   if (slow.nested()) return nullptr;
-  auto* ts = new ThreadState();
+  ThreadState* ts = take_spare_state();
+  if (!ts) ts = new ThreadState();
   ts->tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   ts->is_main = ts->tid == static_cast<uint32_t>(::getpid());
-  ts->buf = cap->recorder->register_thread(ts->tid);
+  if (!ts->buf) ts->buf = cap->recorder->register_thread(ts->tid);
   ts->watch = watch::claim_slot(ts->tid, &ts->stack);
-  abi::__cxa_thread_atexit(guard_exit, &g, &__dso_handle);
+  register_exit(g, ts->is_main);
   g.state = ts;
   return ts;
 }
+
+const bool g_spares_registered = [] {
+  SourceHooks hooks{"nvtx thread states"};
+  hooks.on_tick = stock_spare_states;
+  register_source(hooks);
+  return true;
+}();
 
 // Capture starts on the process's first NVTX range or domain call, not inside NVTX's attach
 // (nvtx_injection.cpp says why): the capture, started first if this is that call; null while

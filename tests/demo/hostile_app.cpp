@@ -32,6 +32,11 @@
 //                                        the call that starts capture) until 2,000 ticks; the
 //                                        main thread meanwhile marks "step" ranges. Prints
 //                                        whether all the ticks came within 20 s
+//   laggard-hostile-app nvtx-first-call-in-signal-handler
+//                                        20 rounds, 150 ms apart, of 4 threads that malloc and
+//                                        free in a loop; each is sent SIGUSR1 5 times, whose
+//                                        handler pushes and pops "tick": the thread's first NVTX
+//                                        call, made inside its malloc more often than not
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <poll.h>
@@ -215,6 +220,42 @@ int nvtx_in_signal_handler() {
   return 0;
 }
 
+void first_call_in_handler(int) {
+  nvtxRangePushA("tick");
+  nvtxRangePop();
+}
+
+int nvtx_first_call_in_signal_handler() {
+  // The main thread attaches the tool, starts capture and uses the name first.
+  nvtxRangePushA("tick");
+  nvtxRangePop();
+  sleep_ms(100);
+  struct sigaction sa {};
+  sa.sa_handler = first_call_in_handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&stop] {
+        for (size_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          void* volatile block = std::malloc(32 + i % 8192);  // volatile: the pair is not dropped
+          std::free(block);
+        }
+      });
+    for (int k = 0; k < 5; ++k) {
+      for (std::thread& th : threads) pthread_kill(th.native_handle(), SIGUSR1);
+      sleep_ms(2);
+    }
+    stop = true;
+    for (std::thread& th : threads) th.join();
+    sleep_ms(150);  // 3 of laggard's drain ticks, which refill its ready-made thread states
+  }
+  std::printf("20 rounds done\n");
+  return 0;
+}
+
 int exec_child(const char* self, int parent_steps, const char* child_steps) {
   ranges("parent_step", parent_steps, 10);
   std::fflush(stdout);
@@ -337,6 +378,7 @@ int main(int argc, char** argv) {
   if (mode == "second-ctrl-c") return second_ctrl_c();
   if (mode == "fork-in-first-nvtx-call") return fork_in_first_nvtx_call();
   if (mode == "nvtx-in-signal-handler") return nvtx_in_signal_handler();
+  if (mode == "nvtx-first-call-in-signal-handler") return nvtx_first_call_in_signal_handler();
   if (mode == "exec-child" && argc == 4) return exec_child(argv[0], std::atoi(argv[2]), argv[3]);
   if (mode == "steps" && argc == 3) {
     ranges("child_step", std::atoi(argv[2]), 5);
@@ -351,6 +393,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: laggard-hostile-app close-fds | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
-               " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call | nvtx-in-signal-handler\n");
+               " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call | nvtx-in-signal-handler"
+               " | nvtx-first-call-in-signal-handler\n");
   return 2;
 }

@@ -202,6 +202,23 @@ TEST_F(Round3, NvtxCallsFromASignalHandlerWhileCaptureStartsDoNotHang) {
   EXPECT_GT(sections["tick"]["count"].get<int>(), 1000) << sections.dump();
 }
 
+TEST_F(Round3, AThreadsFirstNvtxCallFromASignalHandlerInsideMallocDoesNotHang) {
+  // Each thread's first NVTX call is a SIGUSR1 handler's, which lands inside the thread's malloc
+  // more often than not: building the thread's state there allocated inside malloc, whose arena
+  // lock the thread held (5 runs of 5 hung, 2026-11-28). Now the flush thread keeps states ready.
+  ProcessOptions with_laggard = preloaded();
+  with_laggard.timeout_s = 60;
+  ProcessResult with = run_process({kHostileApp, "nvtx-first-call-in-signal-handler"}, with_laggard);
+  ProcessResult without = run_process({kHostileApp, "nvtx-first-call-in-signal-handler"}, plain());
+  EXPECT_EQ(without.out, "20 rounds done\n") << without.err;
+  ASSERT_EQ(with.exit_code, 0) << with.err;  // killed at the timeout: hung
+  EXPECT_EQ(with.out, without.out) << with.err;
+  nlohmann::json rep = report();
+  ASSERT_EQ(rep["ranks"].size(), 1u);
+  // The main thread's, and at least one from each of the 80 threads' handlers.
+  EXPECT_GE(rep["ranks"][0]["sections"]["tick"]["count"].get<int>(), 81) << rep["ranks"][0]["sections"].dump();
+}
+
 // ---- smaller: a child without LD_PRELOAD still loads laggard through NVTX (docs/host-safety.md) ----
 
 TEST_F(Round3, RemovingLdPreloadAloneLeavesLaggardInAChildLaggardEnable0TakesItOut) {
