@@ -220,18 +220,13 @@ int nvtx_in_signal_handler() {
   return 0;
 }
 
-void first_call_in_handler(int) {
-  nvtxRangePushA("tick");
-  nvtxRangePop();
-}
-
 int nvtx_first_call_in_signal_handler() {
   // The main thread attaches the tool, starts capture and uses the name first.
   nvtxRangePushA("tick");
   nvtxRangePop();
   sleep_ms(100);
   struct sigaction sa {};
-  sa.sa_handler = first_call_in_handler;
+  sa.sa_handler = tick_in_handler;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
   for (int round = 0; round < 20; ++round) {

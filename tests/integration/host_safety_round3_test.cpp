@@ -41,6 +41,20 @@ class Round3 : public Scratch {
     std::sort(found.begin(), found.end());
     return found;
   }
+  // Runs `laggard-hostile-app MODE` without laggard (it must print `expected`) and with it (the
+  // same output, within 60 s: killed at the timeout means it hung); the rank's sections.
+  nlohmann::json sections_after_unchanged_run(const std::string& mode, const std::string& expected) {
+    ProcessOptions with_laggard = preloaded();
+    with_laggard.timeout_s = 60;
+    ProcessResult with = run_process({kHostileApp, mode}, with_laggard);
+    ProcessResult without = run_process({kHostileApp, mode}, plain());
+    EXPECT_EQ(without.out, expected) << without.err;
+    EXPECT_EQ(with.exit_code, 0) << with.err;
+    EXPECT_EQ(with.out, without.out) << with.err;
+    nlohmann::json rep = report();
+    EXPECT_EQ(rep["ranks"].size(), 1u) << rep.dump();
+    return rep["ranks"].size() == 1 ? rep["ranks"][0]["sections"] : nlohmann::json::object();
+  }
   static std::string problem(const nlohmann::json& rep, const std::string& kind) {
     for (const auto& p : rep["problems"])
       if (p["kind"] == kind) return p["message"];
@@ -185,18 +199,9 @@ TEST_F(Round3, AChildForkedWhileNvtxAttachesLaggardDoesNotHang) {
 
 TEST_F(Round3, NvtxCallsFromASignalHandlerWhileCaptureStartsDoNotHang) {
   // A SIGALRM handler's ranges land in the first range's call, which starts capture, on the same
-  // thread: std::call_once there waited on itself forever (3 runs of 3, 2026-11-28); so did a
-  // handler interrupting the thread's first call or the interning of a new name (their locks).
-  ProcessOptions with_laggard = preloaded();
-  with_laggard.timeout_s = 60;
-  ProcessResult with = run_process({kHostileApp, "nvtx-in-signal-handler"}, with_laggard);
-  ProcessResult without = run_process({kHostileApp, "nvtx-in-signal-handler"}, plain());
-  EXPECT_EQ(without.out, "2000 ticks within 20 s: yes\n") << without.err;
-  ASSERT_EQ(with.exit_code, 0) << with.err;  // killed at the timeout: hung
-  EXPECT_EQ(with.out, without.out) << with.err;
-  nlohmann::json rep = report();
-  ASSERT_EQ(rep["ranks"].size(), 1u);
-  const auto& sections = rep["ranks"][0]["sections"];
+  // thread: std::call_once there waited on itself forever (3 runs of 3, 2026-11-28), as a handler
+  // interrupting the thread's first call or the interning of a new name would on their locks.
+  const nlohmann::json sections = sections_after_unchanged_run("nvtx-in-signal-handler", "2000 ticks within 20 s: yes\n");
   EXPECT_GT(sections["step"]["count"].get<int>(), 0) << sections.dump();
   // The handler's ranges are recorded, all but those nested in capture's start (1984 of 2000 here).
   EXPECT_GT(sections["tick"]["count"].get<int>(), 1000) << sections.dump();
@@ -205,18 +210,10 @@ TEST_F(Round3, NvtxCallsFromASignalHandlerWhileCaptureStartsDoNotHang) {
 TEST_F(Round3, AThreadsFirstNvtxCallFromASignalHandlerInsideMallocDoesNotHang) {
   // Each thread's first NVTX call is a SIGUSR1 handler's, which lands inside the thread's malloc
   // more often than not: building the thread's state there allocated inside malloc, whose arena
-  // lock the thread held (5 runs of 5 hung, 2026-11-28). Now the flush thread keeps states ready.
-  ProcessOptions with_laggard = preloaded();
-  with_laggard.timeout_s = 60;
-  ProcessResult with = run_process({kHostileApp, "nvtx-first-call-in-signal-handler"}, with_laggard);
-  ProcessResult without = run_process({kHostileApp, "nvtx-first-call-in-signal-handler"}, plain());
-  EXPECT_EQ(without.out, "20 rounds done\n") << without.err;
-  ASSERT_EQ(with.exit_code, 0) << with.err;  // killed at the timeout: hung
-  EXPECT_EQ(with.out, without.out) << with.err;
-  nlohmann::json rep = report();
-  ASSERT_EQ(rep["ranks"].size(), 1u);
+  // lock the thread held (4 runs of 4 hung, 2026-11-28). Now the flush thread keeps states ready.
+  const nlohmann::json sections = sections_after_unchanged_run("nvtx-first-call-in-signal-handler", "20 rounds done\n");
   // The main thread's, and at least one from each of the 80 threads' handlers.
-  EXPECT_GE(rep["ranks"][0]["sections"]["tick"]["count"].get<int>(), 81) << rep["ranks"][0]["sections"].dump();
+  EXPECT_GE(sections["tick"]["count"].get<int>(), 81) << sections.dump();
 }
 
 // ---- smaller: a child without LD_PRELOAD still loads laggard through NVTX (docs/host-safety.md) ----
