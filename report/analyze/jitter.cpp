@@ -16,16 +16,24 @@ namespace {
 // slot, a dense id of (kernel name, n-th launch of that name in the step) given once per run, so
 // the per-record work is array indexing, never a tree map or an allocation.
 
-// One kernel of one rank's step, with the talk's derived quantities.
+// One kernel of one rank's step, with the talk's derived quantities. 40 bytes: every step writes
+// one per kernel of every rank and reads it back twice, so its size is the analysis' memory
+// traffic (issue 29); the kernel's name is its slot's (Slots::keys).
 struct Obs {
-  uint32_t name;
-  int occurrence;  // n-th launch of that name in the step
-  int pos;         // launch position in the step
   double dur, gap, ttke;
+  uint32_t slot;  // Slots::kUnassigned until the step's new kernel positions get theirs
+  uint32_t section;
+  int pos;        // launch position in the step
   bool nccl;
   GpuKind kind;
-  uint32_t section;
-  uint32_t slot = 0;  // set when the step's kernels are gathered across ranks
+};
+static_assert(sizeof(Obs) == 40);
+
+// A kernel whose (name, occurrence) had no slot yet when its step was observed (the first steps).
+struct NewPosition {
+  uint32_t at;     // in the rank's Obs of the step
+  uint32_t name;
+  int occurrence;  // n-th launch of that name in the step
 };
 
 struct CollectiveArrival {
@@ -113,23 +121,6 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
   return x;
 }
 
-// One rank's kernels of one step into `out` (cleared first). seen: per name, launches so far in
-// the step (all zero on entry and on return).
-void observe(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<int>& seen, std::vector<Obs>& out) {
-  out.clear();
-  double ttke = 0;
-  int pos = 0;
-  for (size_t i = range.first; i < range.second; ++i) {
-    const GpuSpan& a = x.timeline->at(i);
-    const double dur = double(a.end_ns - a.start_ns);
-    const double gap = gap_before(a, x.timeline->previous_of(i));
-    if (!a.nccl) ttke += gap + dur;
-    const size_t n = std::min<size_t>(a.name, seen.size() - 1);  // kNone: the last entry
-    out.push_back(Obs{a.name, seen[n]++, pos++, dur, gap, ttke, a.nccl, a.kind, a.section});
-  }
-  for (const Obs& o : out) seen[std::min<size_t>(o.name, seen.size() - 1)] = 0;
-}
-
 const std::string& section_name(const RunModel& m, uint32_t section) {
   static const std::string none = "(no section)";
   return section == StringTable::kNone ? none : m.strings.at(section);
@@ -179,6 +170,31 @@ class Slots {
  private:
   std::vector<std::vector<uint32_t>> by_name_;
 };
+
+// One rank's kernels of one step into `out` (cleared first), each with its slot where the run has
+// one already, else kUnassigned and an entry in `fresh` (cleared first). seen: per name, launches so
+// far in the step (all zero on entry and on return).
+void observe(const RankIndex& x, std::pair<size_t, size_t> range, const Slots& slots, std::vector<int>& seen,
+             std::vector<Obs>& out, std::vector<NewPosition>& fresh) {
+  out.clear();
+  fresh.clear();
+  double ttke = 0;
+  int pos = 0;
+  for (size_t i = range.first; i < range.second; ++i) {
+    const GpuSpan& a = x.timeline->at(i);
+    const double dur = double(a.end_ns - a.start_ns);
+    const double gap = gap_before(a, x.timeline->previous_of(i));
+    if (!a.nccl) ttke += gap + dur;
+    const int occurrence = seen[std::min<size_t>(a.name, seen.size() - 1)]++;  // kNone: the last entry
+    const uint32_t slot = slots.find(a.name, occurrence);
+    if (__builtin_expect(slot == Slots::kUnassigned, 0))
+      fresh.push_back({static_cast<uint32_t>(out.size()), a.name, occurrence});
+    out.push_back(Obs{dur, gap, ttke, slot, a.section, pos++, a.nccl, a.kind});
+  }
+  for (const Obs& o : out)
+    if (o.slot != Slots::kUnassigned) seen[std::min<size_t>(slots.keys[o.slot].name, seen.size() - 1)] = 0;
+  for (const NewPosition& f : fresh) seen[std::min<size_t>(f.name, seen.size() - 1)] = 0;
+}
 
 // One rank's kernels at one slot, summed over the steps.
 struct SlotSums {
@@ -271,19 +287,20 @@ void note_slot_kinds(Slots& slots, const StepGroups& g) {
       }
 }
 
+// One rank's kernels into its chunk's per-slot counts (the chunk's ranks in rank order).
+void count_kernels(const std::vector<Obs>& obs, StepGroups::Chunk& ch) {
+  for (const Obs& o : obs) {
+    ++ch.count[o.slot];
+    ch.last_seen[o.slot] = &o;
+  }
+}
+
+// The step's kernels, counted per slot in every chunk (observe_step has, unless the step had new
+// kernel positions), gathered by slot across ranks: medians across ranks per slot.
 void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size_t>& present, size_t nslots,
                 Slots& slots, StepGroups& g) {
   for (auto* m : {&g.med_dur, &g.med_gap, &g.med_ttke, &g.med_pos})
     if (m->size() < nslots) m->resize(nslots, 0);
-  split_into_chunks(present.size(), nslots, g);
-  parallel_for(g.chunks.size(), [&](size_t c) {
-    StepGroups::Chunk& ch = g.chunks[c];
-    for (size_t i = ch.first; i < ch.last; ++i)
-      for (const Obs& o : obs[present[i]]) {
-        ++ch.count[o.slot];
-        ch.last_seen[o.slot] = &o;
-      }
-  });
   const size_t total = place_slots(nslots, g);
   note_slot_kinds(slots, g);
   g.values.resize(total);
@@ -323,6 +340,7 @@ struct JitterRun {
   std::vector<RankStepSeries> racc;
   // Per step, reused: each present rank's kernels, and their grouping across ranks.
   std::vector<std::vector<Obs>> obs;
+  std::vector<std::vector<NewPosition>> fresh;  // each present rank's kernels without a slot yet
   StepGroups groups;
 };
 
@@ -340,22 +358,31 @@ double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
 }
 
 // The present ranks' kernels of step k, with their slots.
+// The present ranks' kernels of step k, with their slots, counted per slot in each chunk of ranks
+// while they are still in cache (group_step's first pass).
 void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
-  std::vector<uint8_t> unassigned(present.size(), 0);  // the rank has kernels at positions without a slot yet
-  parallel_for(present.size(), [&](size_t i) {
+  StepGroups& g = run.groups;
+  split_into_chunks(present.size(), run.slots.size(), g);
+  std::vector<uint8_t> unassigned(g.chunks.size(), 0);  // the chunk has kernels at positions without a slot yet
+  parallel_for(g.chunks.size(), [&](size_t c) {
     thread_local std::vector<int> seen;  // all zero between calls (observe resets what it used)
     if (seen.size() != run.model.strings.size() + 1) seen.assign(run.model.strings.size() + 1, 0);
-    observe(run.ranks[present[i]], run.ranks[present[i]].steps[k], seen, run.obs[present[i]]);
-    for (Obs& o : run.obs[present[i]]) {
-      o.slot = run.slots.find(o.name, o.occurrence);
-      unassigned[i] |= o.slot == Slots::kUnassigned;
+    StepGroups::Chunk& ch = g.chunks[c];
+    for (size_t i = ch.first; i < ch.last; ++i) {
+      const size_t r = present[i];
+      observe(run.ranks[r], run.ranks[r].steps[k], run.slots, seen, run.obs[r], run.fresh[r]);
+      unassigned[c] |= !run.fresh[r].empty();
+      if (!unassigned[c]) count_kernels(run.obs[r], ch);
     }
   });
+  if (std::find(unassigned.begin(), unassigned.end(), 1) == unassigned.end()) return;
   // Kernel positions not seen before get slots here, in rank order: ids do not depend on threads.
-  for (size_t i = 0; i < present.size(); ++i)
-    if (unassigned[i])
-      for (Obs& o : run.obs[present[i]])
-        if (o.slot == Slots::kUnassigned) o.slot = run.slots.slot_of(o.name, o.occurrence);
+  for (size_t r : present)
+    for (const NewPosition& f : run.fresh[r]) run.obs[r][f.at].slot = run.slots.slot_of(f.name, f.occurrence);
+  split_into_chunks(present.size(), run.slots.size(), g);
+  parallel_for(g.chunks.size(), [&](size_t c) {
+    for (size_t i = g.chunks[c].first; i < g.chunks[c].last; ++i) count_kernels(run.obs[present[i]], g.chunks[c]);
+  });
 }
 
 // Arrival at the step's first collective, compared across the ranks that have one.
@@ -463,7 +490,7 @@ void first_divergence(JitterRun& run, size_t worst, StepJitter& sj) {
     const Obs* o = at_slot[g.order[i]];
     if (o && o->ttke - median_ttke(g, g.order[i], run.slots.size()) > run.rep.divergence_threshold_ns) {
       sj.first_diverging_slot = static_cast<int>(i);
-      sj.first_diverging_kernel = run.model.strings.at(o->name);
+      sj.first_diverging_kernel = run.model.strings.at(run.slots.keys[o->slot].name);
       return;
     }
   }
@@ -599,7 +626,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const s
     rep.why_not = "no steps were found: " + steps.source;
     return rep;
   }
-  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size()), {}, {}, {}};
+  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size()), {}, {}, {}, {}};
   run.ranks.resize(nranks);
   parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(timelines[r], steps, r, nsteps); });
   if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {
@@ -609,6 +636,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const s
   rep.divergence_threshold_ns = divergence_threshold(run, opt);
   run.racc.resize(nranks);
   run.obs.resize(nranks);
+  run.fresh.resize(nranks);
   for (int k = 0; k < nsteps; ++k) analyze_step(run, k);
   for (size_t r = 0; r < nranks; ++r) rep.ranks.push_back(rank_summary(run, r));
   rep.hosts = host_summaries(rep.ranks);
