@@ -123,7 +123,9 @@ TEST_F(Issue30Demo, AStepHiccupDoesNotHideTheInjectedBackward) {
   }
   ProcessResult text = run_process({kLaggard, "report", out(), "--nvrx-compatible", "--nvrx-every", "10"}, clean_env());
   EXPECT_NE(text.out.find("NVRx-compatible reports"), std::string::npos) << text.out;
-  if (quiet) EXPECT_NE(text.out.find("section backward relative: rank 2"), std::string::npos) << text.out;
+  if (quiet) {
+    EXPECT_NE(text.out.find("section backward relative: rank 2"), std::string::npos) << text.out;
+  }
 }
 
 double load_average() {
