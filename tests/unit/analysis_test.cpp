@@ -2,6 +2,7 @@
 // must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <sstream>
 
 #include "analyses.h"
@@ -274,6 +275,56 @@ TEST(Breakdown, NoGpuRecordsSaysWhy) {
   EXPECT_FALSE(b.why_not.empty());
   JitterReport j = analyze_jitter(m, StepSet{});
   EXPECT_FALSE(j.available);
+}
+
+// A kernel position that no rank had before appears in a later step, on ranks of both halves of the
+// rank list (each half is grouped on its own core): the jitter analysis gives it a slot then and
+// counts it before gathering the step (jitter.cpp, observe_step). Its cross-rank statistics are over
+// the ranks that ran it.
+TEST(Jitter, AKernelFirstSeenInALaterStepOnSomeRanksGetsItsOwnPosition) {
+  Spec spec;
+  RunModel m = synth::make_run(spec);
+  const StepSet steps = detect_steps(m, "");
+  ASSERT_EQ(steps.count(), spec.steps);
+  const uint32_t late = m.strings.intern("late_kernel");
+  constexpr int kStep = 10;
+  std::vector<std::pair<int64_t, int>> durations;  // (duration, rank) of the renamed kernels
+  for (size_t r : {1, 2, 5, 6}) {
+    const Step& st = steps.per_rank[r][kStep];
+    GpuActivity* first = nullptr;  // the step's first compute kernel, by launch
+    for (CaptureWindow& w : m.ranks[r].windows)
+      for (GpuActivity& a : w.gpu) {
+        const int64_t launch = a.api_start_ns ? a.api_start_ns : a.start_ns;
+        if (!a.nccl && a.kind == GpuKind::kernel && launch >= st.start_ns && launch < st.end_ns &&
+            (!first || launch < (first->api_start_ns ? first->api_start_ns : first->start_ns)))
+          first = &a;
+      }
+    ASSERT_NE(first, nullptr) << "rank " << r;
+    first->name = late;
+    durations.emplace_back(first->end_ns - first->start_ns, m.ranks[r].rank);
+  }
+  const JitterReport j = analyze_jitter(m, steps);
+  ASSERT_TRUE(j.available) << j.why_not;
+  ASSERT_EQ(j.steps.size(), size_t(spec.steps));
+  auto it = std::find_if(j.kernels.begin(), j.kernels.end(), [](const KernelSlotStats& k) { return k.name == "late_kernel"; });
+  ASSERT_NE(it, j.kernels.end());
+  // Ties go to the lowest rank, as the analysis walks the ranks in order.
+  std::sort(durations.begin(), durations.end());
+  const int64_t shortest = durations.front().first, longest = durations.back().first;
+  auto first_rank_with = [&](int64_t d) {
+    int rank = INT_MAX;
+    for (const auto& [dur, r] : durations)
+      if (dur == d) rank = std::min(rank, r);
+    return rank;
+  };
+  EXPECT_DOUBLE_EQ(it->median_duration_ns, (durations[1].first + durations[2].first) / 2.0);
+  EXPECT_EQ(it->min_rank, first_rank_with(shortest));
+  EXPECT_EQ(it->max_rank, first_rank_with(longest));
+  EXPECT_DOUBLE_EQ(it->min_duration_ns, double(shortest));
+  EXPECT_DOUBLE_EQ(it->max_duration_ns, double(longest));
+  // Every rank is in every step's row, the renamed ranks' cells included.
+  for (const std::vector<RankStepJitter>& row : j.matrix)
+    for (const RankStepJitter& cell : row) EXPECT_TRUE(cell.present);
 }
 
 TEST(Verdict, RobustZ) {
