@@ -381,13 +381,16 @@ void decode_gpu_records(const RecordBlock& b, int64_t window_start, const std::v
 void decode_gpu_records(const RecordBlock& b, int64_t window_start, const std::vector<uint32_t>& ids, SpanChunk& out,
                         CaptureWindow& w) {
   const SpanChunk::Mark before = out.mark();
-  out.packed.resize(before.packed + b.n);
+  // Room made without zeroing it first (resize() would write every record twice: 2.7 % of the reading
+  // stage was that memset at 960 ranks), growing by doubling as resize() would.
+  if (out.packed.capacity() < before.packed + b.n)
+    out.packed.reserve(std::max<size_t>(before.packed + b.n, 2 * out.packed.capacity()));
   UndoUnlessDone take_back([&] { out.truncate(before); });
   RecordCursor at{window_start};
   for (size_t i = 0; i < b.n; ++i) {
     GpuSpan a{};
     decode_record(b, i, window_start, ids, at, a);
-    out.replace(out.packed[before.packed + i], a);
+    out.push_back(a);
   }
   take_back.done = true;
   w.gpu_spans_first = static_cast<uint32_t>(before.packed);
