@@ -396,11 +396,14 @@ TEST(BinaryFormat, AMalformedGpuBlockIsAnErrorNotACrash) {
 // its last record must leave the window's arrays as they were, in either decoding mode, and the
 // same block with every string known must decode whole. (The per-record push_back it replaced kept
 // the records before the bad one.)
+// 700 kernels: a block of several decoding batches (reader_frames.cpp, Columns::kBatch), refused in its last.
 TEST(BinaryFormat, ABlockRefusedAtItsLastRecordKeepsNoneOfItsRecords) {
-  const laggard::WindowSnapshot w = window(0, 20);
+  for (int kernels : {20, 700}) {
+  SCOPED_TRACE(kernels);
+  const laggard::WindowSnapshot w = window(0, kernels);
   const std::string block = laggard::encode_gpu_block(w.gpu, w.start_ns);
   const size_t records = w.gpu.records.kind.size();
-  ASSERT_EQ(records, 21u);
+  ASSERT_EQ(records, size_t(kernels) + 1);
   for (bool as_spans : {false, true}) {
     laggard::report::DecodeGpuAsSpans mode(as_spans);
     std::vector<uint32_t> ids(w.gpu.strings.size() - 1);  // the last kernel's name unknown
@@ -418,6 +421,38 @@ TEST(BinaryFormat, ABlockRefusedAtItsLastRecordKeepsNoneOfItsRecords) {
     EXPECT_EQ(cw.gpu_spans.size(), as_spans ? 3u + records : 3u) << as_spans;
     const auto last_name = as_spans ? cw.gpu_spans.back().name : cw.gpu.back().name;
     EXPECT_EQ(last_name, ids.back()) << as_spans;
+  }
+  }
+}
+
+// Every record of a block of several decoding batches has its own values, in all three decodings:
+// full records, the window's spans and the file's packed array.
+TEST(BinaryFormat, EveryRecordOfABlockOfSeveralBatchesDecodesToItsOwnValues) {
+  const laggard::WindowSnapshot w = window(0, 700);
+  const laggard::GpuRecords& in = w.gpu.records;
+  const std::string block = laggard::encode_gpu_block(w.gpu, w.start_ns);
+  std::vector<uint32_t> ids(w.gpu.strings.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(100 + i);
+  laggard::report::CaptureWindow full, spans, packed;
+  laggard::report::decode_gpu_block(block, w.start_ns, ids, full);
+  {
+    laggard::report::DecodeGpuAsSpans mode(true);
+    laggard::report::decode_gpu_block(block, w.start_ns, ids, spans);
+    laggard::report::SpanChunk chunk;
+    laggard::report::DecodeSpansInto into(chunk);
+    laggard::report::decode_gpu_block(block, w.start_ns, ids, packed);
+    ASSERT_EQ(chunk.size(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(chunk.at(i), spans.gpu_spans.at(i)) << i;
+  }
+  ASSERT_EQ(full.gpu.size(), in.size());
+  ASSERT_EQ(spans.gpu_spans.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const laggard::report::GpuActivity& a = full.gpu[i];
+    EXPECT_EQ(a.start_ns, in.start_ns[i]) << i;
+    EXPECT_EQ(a.end_ns, in.start_ns[i] + in.dur_ns[i]) << i;
+    EXPECT_EQ(a.name, ids[in.name[i]]) << i;
+    EXPECT_EQ(a.stream, in.stream[i]) << i;
+    EXPECT_EQ(spans.gpu_spans[i], laggard::report::span_of(a)) << i;
   }
 }
 
