@@ -136,12 +136,29 @@ std::vector<uint32_t> stream_groups(const GpuTimeline& g, std::vector<StreamKey>
   return group;
 }
 
+// 0, then each group's size. Four counters per group, one per record position mod 4: with one stream
+// (the usual case) a single counter made every increment wait for the store of the one before
+// (issue 29: a quarter of this function's time at 960 ranks).
+std::vector<uint32_t> group_sizes(const std::vector<uint32_t>& group, size_t groups) {
+  std::vector<uint32_t> lanes(4 * groups, 0);
+  size_t i = 0;
+  for (; i + 4 <= group.size(); i += 4) {
+    ++lanes[4 * group[i]];
+    ++lanes[4 * group[i + 1] + 1];
+    ++lanes[4 * group[i + 2] + 2];
+    ++lanes[4 * group[i + 3] + 3];
+  }
+  for (; i < group.size(); ++i) ++lanes[4 * group[i]];
+  std::vector<uint32_t> sizes(groups + 1, 0);
+  for (size_t k = 0; k < groups; ++k) sizes[k + 1] = lanes[4 * k] + lanes[4 * k + 1] + lanes[4 * k + 2] + lanes[4 * k + 3];
+  return sizes;
+}
+
 // by_stream and stream_starts.
 void order_by_stream(GpuTimeline& g) {
   std::vector<StreamKey> keys;
   const std::vector<uint32_t> group = stream_groups(g, keys);
-  std::vector<uint32_t> start(keys.size() + 1, 0);
-  for (uint32_t x : group) ++start[x + 1];
+  std::vector<uint32_t> start = group_sizes(group, keys.size());  // then prefix sums: where each group begins
   for (size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
   g.by_stream.resize(group.size());
   std::vector<uint32_t> fill(start.begin(), start.end() - 1);
