@@ -12,14 +12,14 @@ Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& score
   };
   a.steps = steps ? std::move(*steps) : detect_steps(model, opt.step_section);
   {
-    stage("GPU timelines");
-    std::vector<GpuTimeline> timelines = index_gpu_all(model);  // built once for both
+    // Each rank's timeline is built once for both analyses; the breakdown reads it as it is built.
+    stage("GPU timelines, the breakdown's ranks");
+    BreakdownByRank breakdown(model, a.steps, opt.breakdown);
+    std::vector<GpuTimeline> timelines = index_gpu_all(model, [&](size_t r, const GpuTimeline& g) { breakdown.add(r, g); });
     stage("jitter");
     a.jitter = analyze_jitter(model, a.steps, timelines, opt.jitter);
-    stage("GPU timelines by stream");
-    regroup_by_stream(timelines);
     stage("breakdown");
-    a.breakdown = analyze_breakdown(model, a.steps, timelines, opt.breakdown);
+    a.breakdown = breakdown.finish();
     stage("freeing timelines");
   }
   stage("the verdict's step signals");

@@ -169,6 +169,11 @@ double percentile_after_median(std::vector<double>& v, double p) {
 // A string id as an index into dense per-id arrays (kNone: the last one).
 size_t dense(uint32_t id, size_t ids) { return std::min<size_t>(id, ids); }
 
+}  // namespace
+
+// What BreakdownByRank::Parts holds, so outside the anonymous namespace (-Wsubobject-linkage).
+namespace breakdown_parts {
+
 struct KernelPart {  // one kernel name on one rank
   uint32_t name;
   const char* type;
@@ -189,6 +194,14 @@ struct RankPart {
   std::vector<KernelPart> kernels;                          // by name id
   std::vector<StepIdle> steps;
 };
+
+}  // namespace breakdown_parts
+
+namespace {
+
+using breakdown_parts::KernelPart;
+using breakdown_parts::RankPart;
+using breakdown_parts::StepIdle;
 
 void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOptions& opt, RankPart& part) {
   const size_t ids = model.strings.size();
@@ -355,20 +368,36 @@ IdleSplit split_idle(const GpuTimeline& g, int64_t lo, int64_t hi, int64_t kerne
 }
 
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt) {
-  std::vector<GpuTimeline> timelines = index_gpu_all(model);
-  regroup_by_stream(timelines);
-  return analyze_breakdown(model, steps, timelines, opt);
+  BreakdownByRank by_rank(model, steps, opt);
+  index_gpu_all(model, [&](size_t r, const GpuTimeline& g) { by_rank.add(r, g); });
+  return by_rank.finish();
 }
 
-BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
-                                  const BreakdownOptions& opt) {
-  for (const GpuTimeline& g : timelines)  // index_gpu_all's need regroup_by_stream first
-    if (g.by_stream.size() != g.size()) throw std::logic_error("breakdown: a GPU timeline not grouped by stream");
+struct BreakdownByRank::Parts {
+  std::vector<breakdown_parts::RankPart> of_rank;
+};
+
+BreakdownByRank::BreakdownByRank(const RunModel& model, const StepSet& steps, const BreakdownOptions& opt)
+    : model_(model),
+      steps_(steps),
+      options_(opt),
+      nsteps_(steps.per_rank.size() == model.ranks.size() ? steps.count() : 0),
+      parts_(std::make_unique<Parts>()) {
+  parts_->of_rank.resize(model.ranks.size());
+}
+
+BreakdownByRank::~BreakdownByRank() = default;
+
+void BreakdownByRank::add(size_t r, const GpuTimeline& g) {
+  if (g.by_stream.size() != g.size()) throw std::logic_error("breakdown: a GPU timeline not grouped by stream");
+  parts_->of_rank.at(r) = analyze_rank(model_, g, r, steps_, nsteps_, options_);
+}
+
+BreakdownReport BreakdownByRank::finish() {
+  const RunModel& model = model_;
+  std::vector<RankPart>& parts = parts_->of_rank;
   BreakdownReport rep;
-  rep.options = opt;
-  const int nsteps = steps.per_rank.size() == model.ranks.size() ? steps.count() : 0;
-  std::vector<RankPart> parts(model.ranks.size());
-  parallel_for(parts.size(), [&](size_t r) { parts[r] = analyze_rank(model, timelines[r], r, steps, nsteps, opt); });
+  rep.options = options_;
   if (std::none_of(parts.begin(), parts.end(), [](const RankPart& p) { return p.has_gpu; })) {
     rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
     return rep;
@@ -390,8 +419,8 @@ BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, c
     rep.ranks.push_back(std::move(p.rb));
   }
   rep.hosts = host_totals(rep.ranks);
-  rep.top = top_kernels(model, kernels, all_types, opt.top_kernels);
-  rep.steps = step_totals(model, steps, nsteps, parts);
+  rep.top = top_kernels(model, kernels, all_types, options_.top_kernels);
+  rep.steps = step_totals(model, steps_, nsteps_, parts);
   rep.available = true;
   return rep;
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,9 +104,27 @@ struct BreakdownReport {
 };
 
 BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const BreakdownOptions& options = {});
-// The same from timelines already built (index_gpu_all), shared with the jitter analysis.
-BreakdownReport analyze_breakdown(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
-                                  const BreakdownOptions& options = {});
+
+// The same a rank at a time, from timelines grouped by stream as index_gpu_all builds them (its
+// while_grouped), so that the jitter analysis can share the timelines: add() each rank's from any
+// thread (once per rank), then finish() on one.
+class BreakdownByRank {
+ public:
+  BreakdownByRank(const RunModel& model, const StepSet& steps, const BreakdownOptions& options = {});
+  ~BreakdownByRank();
+  BreakdownByRank(const BreakdownByRank&) = delete;
+  BreakdownByRank& operator=(const BreakdownByRank&) = delete;
+  void add(size_t rank_index, const GpuTimeline& grouped_by_stream);
+  BreakdownReport finish();
+
+ private:
+  struct Parts;  // one per rank (breakdown.cpp)
+  const RunModel& model_;
+  const StepSet& steps_;
+  const BreakdownOptions options_;
+  const int nsteps_;
+  std::unique_ptr<Parts> parts_;
+};
 
 // Idle split of the gaps of the given activities' streams inside [lo, hi) (exposed for tests).
 IdleSplit split_idle(const GpuTimeline& gpu, int64_t lo, int64_t hi, int64_t kernel_wait_ns);

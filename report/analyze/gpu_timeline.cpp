@@ -207,24 +207,19 @@ GpuTimeline index_gpu(const RankData& rank) {
   return g;
 }
 
-std::vector<GpuTimeline> index_gpu_all(const RunModel& model) {
+std::vector<GpuTimeline> index_gpu_all(const RunModel& model,
+                                       const std::function<void(size_t, const GpuTimeline&)>& while_grouped) {
   std::vector<GpuTimeline> out(model.ranks.size());
   parallel_for(out.size(), [&](size_t r) {
     GpuTimeline& g = out[r];
     gather(model.ranks[r], g);
     order_by_stream(g);
     link_previous(g);
+    if (while_grouped) while_grouped(r, g);
     free_vector(g.by_stream);
     free_vector(g.stream_starts);
   });
   return out;
-}
-
-void regroup_by_stream(std::vector<GpuTimeline>& timelines) {
-  parallel_for(timelines.size(), [&](size_t r) {
-    free_vector(timelines[r].previous);
-    order_by_stream(timelines[r]);
-  });
 }
 
 std::pair<size_t, size_t> GpuTimeline::launched_in(const Step& step) const {

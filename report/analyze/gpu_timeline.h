@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -63,12 +64,14 @@ struct GpuTimeline {
 };
 
 GpuTimeline index_gpu(const RankData& rank);
-// Every rank's timeline, like RunModel::ranks, built on every core, with `previous` (what jitter
-// reads) but not by_stream and stream_starts (what the breakdown reads): a timeline holds one of
-// the two at a time (issue 29: 4 B a record less at the peak, 170 MB at 960 x 903 x 50).
-// regroup_by_stream then swaps them, for the breakdown.
-std::vector<GpuTimeline> index_gpu_all(const RunModel& model);
-void regroup_by_stream(std::vector<GpuTimeline>& timelines);
+// Every rank's timeline, like RunModel::ranks, built on every core, kept with `previous` (what jitter
+// reads) but not by_stream and stream_starts (issue 29: 4 B a record less at the peak, 170 MB at
+// 960 x 903 x 50). What needs those (the breakdown) reads each rank's in while_grouped(r, timeline):
+// called on the thread that built rank r's, right after, with all three set and the rank's records
+// still in that core's cache (issue 29: before, the timelines were grouped by stream a second time
+// after the jitter analysis, and every record read from memory twice more).
+std::vector<GpuTimeline> index_gpu_all(const RunModel& model,
+                                       const std::function<void(size_t, const GpuTimeline&)>& while_grouped = {});
 
 inline int64_t launch_time(const GpuSpan& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; }
 inline bool is_compute(const GpuSpan& a) { return a.kind == GpuKind::kernel && !a.nccl; }

@@ -617,7 +617,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const J
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
                             const JitterOptions& opt) {
-  for (const GpuTimeline& g : timelines)  // regroup_by_stream's have given theirs up
+  for (const GpuTimeline& g : timelines)  // index_gpu_all keeps them; index_gpu too
     if (g.previous.size() != g.size()) throw std::logic_error("jitter: a GPU timeline without stream predecessors");
   JitterReport rep;
   const int nsteps = steps.count();
