@@ -357,7 +357,6 @@ double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
   return std::max(20'000.0, 0.05 * median(std::move(step_medians)));
 }
 
-// The present ranks' kernels of step k, with their slots.
 // The present ranks' kernels of step k, with their slots, counted per slot in each chunk of ranks
 // while they are still in cache (group_step's first pass).
 void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {

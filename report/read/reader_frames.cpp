@@ -313,8 +313,7 @@ struct RecordCursor {
 
 // Record i of the block into `a`: GpuActivity (every field) or GpuSpan (what the report's analyses
 // read), with the same checks in the same order either way, so a file is refused alike whichever it
-// is read into.
-// c: the batch's columns, i: the record's place in the batch.
+// is read into. c: the batch's columns (widen_batch), i: the record's place in the batch.
 template <typename Record>
 [[gnu::always_inline]] inline void decode_record(const RecordBlock& b, const Columns& c, size_t i, int64_t window_start,
                                                  const std::vector<uint32_t>& ids, RecordCursor& at, Record& a) {
