@@ -237,7 +237,7 @@ void sleep_until_woken(Runtime& rt, int64_t wait_ns) {
 
 // Reads `laggard ctl`'s control file now and then and tells the sources when capture switched.
 void poll_pause(Runtime& rt) {
-  if (!rt.pause->poll(mono_ns())) return;
+  if (!rt.pause->poll(mono_ns(), mono_ns)) return;
   bool paused = rt.pause->paused();
   for (const SourceHooks& src : sources()) {
     try {
@@ -467,7 +467,7 @@ void activate() {
   rt.exit_wait_left_ns.store(static_cast<int64_t>(rt.cfg.exit_wait_s * 1e9));
   // Before the first range: a rank that starts into a paused run starts paused.
   rt.pause = std::make_unique<PauseControl>(rt.writer->run_dir(), offset);
-  rt.pause->poll(mono_ns());
+  rt.pause->poll(mono_ns(), mono_ns);
 
   start_range_clock();  // before the flush thread, which calibrates the clock from then on
   // Start the flush thread with every signal blocked, so signals go to the app's threads.

@@ -68,7 +68,7 @@ bool PauseControl::apply(const ControlRequest& r, int64_t now_mono_ns) {
   return false;
 }
 
-bool PauseControl::poll(int64_t now_mono_ns) {
+bool PauseControl::poll(int64_t now_mono_ns, int64_t (*clock)()) {
   bool changed = false;
   if (window_end_ns_ != 0 && now_mono_ns >= window_end_ns_) {
     window_end_ns_ = 0;
@@ -87,7 +87,7 @@ bool PauseControl::poll(int64_t now_mono_ns) {
     } else if (p.request->seq != applied_seq_ || p.request->issued_ns != applied_issued_ns_) {
       last_refused_.clear();
       // At start, a resume has nothing to undo and a pause found there pauses from now.
-      bool switched = apply(*p.request, now_mono_ns);
+      bool switched = apply(*p.request, clock ? std::max(now_mono_ns, clock()) : now_mono_ns);
       changed = changed || switched;
       if (switched)
         log_info("capture %s by `laggard ctl %s` (seq %llu)%s", paused() ? "paused" : "resumed",

@@ -29,7 +29,10 @@ class PauseControl {
   // Reads the control file when kPollNs have passed since the last read (always on the first
   // call, so a job started into a paused run starts paused), applies a new request, and
   // pauses again when an on-demand window is over. Returns whether capture was switched.
-  bool poll(int64_t now_mono_ns);
+  // clock: read again after the file, for the switch's own time (reading the file takes hundreds of
+  // µs on a busy machine; a pause stamped before it began before capture stopped, and a range that
+  // ended in between was recorded inside the paused period). Null: now_mono_ns throughout (tests).
+  bool poll(int64_t now_mono_ns, int64_t (*clock)() = nullptr);
 
   // Applies one request as if just read from the file (exposed for tests).
   bool apply(const ControlRequest& request, int64_t now_mono_ns);

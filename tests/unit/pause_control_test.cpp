@@ -200,6 +200,31 @@ TEST_F(TempDir, CliRefusesBadUse) {
 
 // ---- the state machine ----
 
+// A pause is stamped when the flag flips, after the control file was read (the clock poll() is
+// given), not when the flush thread's tick began: reading the file took hundreds of µs under load,
+// and a range that ended in between was recorded inside the paused period
+// (Ctl.PauseAndResumeWhileTheDemoRunsAreRecordedAndReportedAsPaused under ASan, 2026-11-28).
+int64_t g_after_read_ns = 0;
+int64_t clock_after_read() { return g_after_read_ns; }
+
+TEST_F(TempDir, APauseIsStampedAfterTheControlFileWasRead) {
+  PauseControl pc(dir, 0);
+  int64_t t = 1'000'000'000;
+  pc.poll(t, clock_after_read);
+  write(line(1, "pause"));
+  t += PauseControl::kPollNs;
+  g_after_read_ns = t + 300'000;
+  ASSERT_TRUE(pc.poll(t, clock_after_read));
+  const std::vector<PausedSpan> spans = pc.take_spans(0, t + 1'000'000'000);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].start_ns, t + 300'000);
+  write(line(2, "resume"));
+  t += PauseControl::kPollNs;
+  g_after_read_ns = t - 1;  // a clock behind the tick's: never before it
+  ASSERT_TRUE(pc.poll(t, clock_after_read));
+  EXPECT_FALSE(capture_paused());
+}
+
 TEST_F(TempDir, PauseResumeAndWindowSwitchTheFlag) {
   PauseControl pc(dir, 0);
   int64_t t = 1'000'000'000;
