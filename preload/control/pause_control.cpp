@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "log.h"
 #include "pause_state.h"
+#include "private_fds.h"
 
 namespace laggard {
 
@@ -76,7 +77,10 @@ bool PauseControl::poll(int64_t now_mono_ns, int64_t (*clock)()) {
   }
   if (polled_ && now_mono_ns < next_poll_ns_) return changed;
   next_poll_ns_ = now_mono_ns + kPollNs;
-  ControlRead read = read_control_file(run_dir_);
+  // On the private-table thread (private_fds.h): read 4 times a second, the file must not take
+  // a descriptor number the application is about to get.
+  ControlRead read;
+  run_with_private_fds([&] { read = read_control_file(run_dir_); });
   bool first = !polled_;
   if (read.status == ControlRead::Status::refused) {
     warn_refused(read.error);

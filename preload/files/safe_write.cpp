@@ -13,6 +13,8 @@
 #include <mutex>
 #include <vector>
 
+#include "private_fds.h"
+
 namespace laggard {
 namespace {
 
@@ -84,10 +86,14 @@ struct KeptDescriptors {
   int file_fd = -1;
   FileIdentity file_id;
 };
-KeptDescriptors& kept() {
-  static auto* k = new KeptDescriptors();  // never destroyed: used during exit
-  return *k;
+// One set per descriptor table: the shared one, and the private-table thread's (private_fds.h),
+// whose numbers mean nothing in the shared table. Never destroyed: used during exit.
+KeptDescriptors& kept_in(bool private_table) {
+  static auto* shared = new KeptDescriptors();
+  static auto* own = new KeptDescriptors();
+  return private_table ? *own : *shared;
 }
+KeptDescriptors& kept() { return kept_in(on_private_fds_thread()); }
 
 void drop_kept_file(KeptDescriptors& k) {
   if (k.file_fd >= 0 && still_ours(k.file_fd, k.file_id)) ::close(k.file_fd);  // else no longer ours to close
@@ -173,10 +179,15 @@ BorrowedRunDir::BorrowedRunDir(const std::string& path) {
 BorrowedRunDir::~BorrowedRunDir() { release_kept_dir(fd_); }
 
 void forget_descriptors_after_fork() {
-  KeptDescriptors& k = kept();  // no lock: a parent's thread may have held it at fork
+  // No lock: a parent's thread may have held it at fork. The child's table is a copy of the
+  // shared one; the private-table thread's descriptors were never in it, and their numbers may
+  // be the child's own files now.
+  KeptDescriptors& k = kept_in(false);
   if (k.file_fd >= 0) ::close(k.file_fd);
   if (k.dir_fd >= 0) ::close(k.dir_fd);
   k.file_fd = k.dir_fd = -1;
+  KeptDescriptors& own = kept_in(true);
+  own.file_fd = own.dir_fd = -1;
 }
 
 std::string make_dirs(const std::string& path) {

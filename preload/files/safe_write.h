@@ -18,7 +18,10 @@
 // Modes: directories are created 0755 and files 0644, both reduced by the process umask (a
 // umask of 077 gives 0700/0600); nothing is made writable by others.
 //
-// Descriptors (issue 24): laggard's are few, high and long-lived, and never the application's
+// Descriptors: every caller in capture runs RunDirFd on the private-table thread
+// (private_fds.h), so laggard's descriptors are not in the application's table at all. What
+// follows (issue 24) still holds there, and is what protects the application where the kernel
+// gives no private table: laggard's are few, high and long-lived, and never the application's
 // last. The run directory and the binary segment being appended stay open between flushes, moved
 // above the application's range (F_DUPFD_CLOEXEC at min(1024, RLIMIT_NOFILE - 8)); before each
 // use they are checked to still be laggard's (same device and inode, close-on-exec set), so an
@@ -64,8 +67,9 @@ int keep_if_room(int fd);
 int move_fd_high(int fd);
 
 // The run directory's long-lived descriptor, borrowed while this object lives, if a RunDirFd has
-// opened `path` and it still is that directory (else fd() is -1). For readers beside the writer
-// (control/): they need no descriptor of their own. Never close fd().
+// opened `path` in the calling thread's descriptor table (private_fds.h) and it still is that
+// directory (else fd() is -1). For readers beside the writer (control/): they need no
+// descriptor of their own. Never close fd().
 class BorrowedRunDir {
  public:
   explicit BorrowedRunDir(const std::string& path);

@@ -9,6 +9,7 @@
 #include "gpu_health_json.h"
 #include "json_out.h"
 #include "nccl_json.h"
+#include "private_fds.h"
 #include "process_image.h"
 #include "safe_write.h"
 
@@ -235,6 +236,15 @@ std::string SegmentWriter::write(const WindowSnapshot& w, const DropCounters& to
   current_.windows_json.push_back(std::move(rendered));
   current_.data_end_ns = w.end_ns;
 
+  std::string err;
+  run_with_private_fds([&] { err = write_json_segments(totals, final, durability); });
+  return err;
+}
+
+// On the private-table thread (private_fds.h): a window's temp file must not take a descriptor
+// number the application is about to get, and the kept run directory stays where the
+// application cannot close it.
+std::string SegmentWriter::write_json_segments(const DropCounters& totals, bool final, Durability durability) {
   RunDirFd dir(run_dir_, created_dir_);
   if (!dir.ok()) return dir.error();
   if (dir.created()) created_dir_ = dir.identity();
@@ -279,10 +289,17 @@ std::string SegmentWriter::write_binary(const WindowSnapshot& w, const DropCount
   pending_bytes_ += frame.size();
   pending_frames_.push_back({current_.number, std::move(frame)});
 
-  RunDirFd dir(run_dir_, created_dir_);
-  if (!dir.ok()) return dir.error();
-  if (dir.created()) created_dir_ = dir.identity();
-  return append_pending(dir, durability);
+  std::string err;
+  run_with_private_fds([&] {  // as write_json_segments
+    RunDirFd dir(run_dir_, created_dir_);
+    if (!dir.ok()) {
+      err = dir.error();
+      return;
+    }
+    if (dir.created()) created_dir_ = dir.identity();
+    err = append_pending(dir, durability);
+  });
+  return err;
 }
 
 // Keeps unwritten frames within max_unwritten_bytes: the oldest go, counted as lost windows.

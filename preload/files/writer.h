@@ -99,6 +99,7 @@ class SegmentWriter {
     std::string bytes;
   };
   std::string write_binary(const WindowSnapshot& w, const DropCounters& totals, bool final, Durability durability);
+  std::string write_json_segments(const DropCounters& totals, bool final, Durability durability);
   void make_room(size_t bytes);
   std::string append_pending(const RunDirFd& dir, Durability durability);
 

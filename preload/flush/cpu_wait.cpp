@@ -73,7 +73,7 @@ bool parse_schedstat(const char* text, SchedStat* out) {
   return true;
 }
 
-CpuWaitWindow CpuWaitSampler::sample(pid_t exclude) {
+CpuWaitWindow CpuWaitSampler::sample(std::array<pid_t, 2> laggard_threads) {
   CpuWaitWindow w;
   // Two descriptors at a time (the task directory, one schedstat): never the application's last
   // (safe_write.h); a window sampled without them has no cpu_wait, as where schedstat is missing.
@@ -90,7 +90,7 @@ CpuWaitWindow CpuWaitSampler::sample(pid_t exclude) {
   while (dirent* e = readdir(dir)) {
     pid_t tid = 0;
     SchedStat s;
-    if (!thread_id(e->d_name, &tid) || tid == exclude) continue;
+    if (!thread_id(e->d_name, &tid) || tid == laggard_threads[0] || tid == laggard_threads[1]) continue;
     auto it = last_.find(tid);
     if (!read_thread(task_fd, e->d_name, &s)) {
       if (it != last_.end()) now.emplace(tid, it->second);  // unreadable this time: keep its baseline

@@ -7,11 +7,12 @@
 // The threads that use NVTX (whose ranges the report times) are also read at every drain tick
 // (about 20 times a second; at most kMaxTickThreads of them), so the report can place their wait
 // in the steps it delayed, not only in a window of many steps.
-// Flush thread only: it opens files. Never on application threads.
+// Flush thread only (through private_fds.h): it opens files. Never on application threads.
 #pragma once
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -57,8 +58,9 @@ class CpuWaitSampler {
   // Reads every thread's counters, keeps them as the next window's baseline and returns the
   // increase since the previous call (the first call only takes the baseline: present false).
   // A thread that started since the previous call counts from its start; one that ended since
-  // takes its last part with it (its counters are gone). `exclude` is left out (laggard's own).
-  CpuWaitWindow sample(pid_t exclude);
+  // takes its last part with it (its counters are gone). `laggard_threads` are left out
+  // (laggard's own: the flush thread, the private-table thread; 0 for none).
+  CpuWaitWindow sample(std::array<pid_t, 2> laggard_threads);
 
   // The summed wait of threads `tids` since the previous call for each (a thread seen for the
   // first time only takes its baseline), as one entry ending at now_ns, kept for take_ticks().

@@ -1,10 +1,13 @@
 // The CPU-wait source's hooks into the capture lifecycle (cpu_wait.h, issue 30). Lives in
 // liblaggard.so itself: a static library would drop this registration object, which nothing
-// references. Both hooks run on the flush thread, which is the thread left out of the sums.
+// references. Both hooks run on the flush thread; the files are read on the private-table thread
+// (private_fds.h: a schedstat opened 20 times a second must not take a number the application is
+// about to get). Both threads are laggard's, left out of the sums.
 #include <unistd.h>
 
 #include "clock.h"
 #include "cpu_wait.h"
+#include "private_fds.h"
 #include "source.h"
 #include "thread_registry.h"
 #include "writer.h"
@@ -26,21 +29,30 @@ void tick_nvtx_threads() {
   if (!fi) return;
   uint32_t tids[kMaxTickThreads];
   const int n = watch::nvtx_thread_ids(tids, kMaxTickThreads);
-  sampler().tick(tids, n, mono_ns() + fi->epoch_offset_ns);
+  const int64_t now_ns = mono_ns() + fi->epoch_offset_ns;
+  run_with_private_fds([&] { sampler().tick(tids, n, now_ns); });
+}
+
+// Every application thread's counters since the previous window.
+CpuWaitWindow sample_threads() {
+  const pid_t flush_thread = gettid();
+  CpuWaitWindow w;
+  run_with_private_fds([&] { w = sampler().sample({flush_thread, private_fds_thread_id()}); });
+  return w;
 }
 
 // The first tick takes the baseline, so the first window counts from about its start.
 void on_tick() {
   if (!g_primed) {
     g_primed = true;
-    sampler().sample(gettid());
+    sample_threads();
   }
   tick_nvtx_threads();
 }
 
 void on_window(WindowSnapshot& w, bool) {
   g_primed = true;
-  w.cpu_wait = sampler().sample(gettid());
+  w.cpu_wait = sample_threads();
   tick_nvtx_threads();  // the series reaches the window's end
   w.cpu_wait.ticks = sampler().take_ticks(&w.cpu_wait.nvtx_threads);
 }

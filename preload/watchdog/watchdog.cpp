@@ -20,6 +20,7 @@
 #include "config.h"
 #include "log.h"
 #include "name_table.h"
+#include "private_fds.h"
 #include "thread_registry.h"
 #include "safe_write.h"
 #include "thread_probe.h"
@@ -182,11 +183,17 @@ void Watchdog::name_frames(HangReport& r) {
 // Through the one safe-write path (files/safe_write.h): the run directory verified, the temp file
 // created O_EXCL|O_NOFOLLOW beside it, renamed, and synced: a hang report is often the last thing
 // a job leaves before it is killed.
+// On the private-table thread (private_fds.h), as the windows: the temp file takes no descriptor
+// number of the application's.
 std::string Watchdog::write(const HangReport& r) {
-  RunDirFd dir(rank_.run_dir);
-  if (!dir.ok()) return dir.error();
-  return dir.write_atomically(hang_report_name(r.rank, r.pid, r.image, r.index), render_hang_report(r),
-                              Durability::synced);
+  const std::string text = render_hang_report(r);
+  std::string err;
+  run_with_private_fds([&] {
+    RunDirFd dir(rank_.run_dir);
+    err = dir.ok() ? dir.write_atomically(hang_report_name(r.rank, r.pid, r.image, r.index), text, Durability::synced)
+                   : dir.error();
+  });
+  return err;
 }
 
 }  // namespace laggard::watch

@@ -3,6 +3,10 @@
 //
 //   laggard-hostile-app close-fds        closes every fd >= 3 after its first NVTX call, then
 //                                        uses fds 3 and 4 itself (a pipe) and checks its data
+//   laggard-hostile-app lowest-fd MS     from a fresh start (fds >= 3 closed), some ranges, then
+//                                        prints how many descriptors besides 0-2 its table
+//                                        holds, and for MS ms opens and closes /dev/null between
+//                                        ranges, counting the opens that did not get fd 3
 //   laggard-hostile-app exec-child N M   N "parent_step" ranges, then fork + exec itself as
 //                                        `steps M` (inheriting LD_PRELOAD and RANK), waits
 //   laggard-hostile-app steps M          M "child_step" ranges
@@ -144,6 +148,31 @@ int close_fds() {
   if (pipe2(p, O_NONBLOCK) != 0) return 1;
   g_exit_pipe_rd = p[0];
   ranges("step", 2, 20);
+  return 0;
+}
+
+// Laggard keeps no descriptor in the application's table and opens none there, not even for a
+// moment (files/private_fds.h): an application opening files while the flush thread reads
+// schedstat 20 times a second got fd 4 where it expected 3.
+int lowest_fd(int ms) {
+  close_fds_from_3();
+  ranges("step", 5, 20);
+  sleep_ms(300);  // windows written, the control file read, CPU waits sampled
+  int held = 0;
+  for (int fd = 3; fd < 4096; ++fd) held += fcntl(fd, F_GETFD) >= 0;
+  std::printf("descriptors in my table besides 0-2: %d\n", held);
+  int not_lowest = 0;
+  const timespec start = now_monotonic();
+  for (double next_range = 0; ms_since(start) < ms;) {
+    const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    not_lowest += fd != 3;
+    if (fd >= 0) close(fd);
+    if (ms_since(start) >= next_range) {
+      ranges("step", 1, 0);
+      next_range += 20;
+    }
+  }
+  std::printf("opens that did not get the lowest free descriptor: %d\n", not_lowest);
   return 0;
 }
 
@@ -364,6 +393,7 @@ int fd_limit(int ms) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "close-fds") return close_fds();
+  if (mode == "lowest-fd" && argc == 3) return lowest_fd(std::atoi(argv[2]));
   if (mode == "wait-in-range" && (argc == 3 || argc == 4)) {
     while (argc == 4 && access(argv[3], F_OK) != 0) sleep_ms(10);
     return wait_in_range(std::atoi(argv[2]));
@@ -387,7 +417,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::fprintf(stderr,
-               "usage: laggard-hostile-app close-fds | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
+               "usage: laggard-hostile-app close-fds | lowest-fd MS | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
                " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call | nvtx-in-signal-handler"
                " | nvtx-first-call-in-signal-handler\n");
   return 2;

@@ -27,7 +27,9 @@ int ends_with(const char* s, size_t len, const char* suffix) {
 
 int is_laggard_rank_file(int fd) {
   char link[64], target[4096];
-  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  // The calling thread's table: laggard writes from a thread whose table is its own
+  // (preload/files/private_fds.h), and /proc/self/fd lists the main thread's.
+  snprintf(link, sizeof link, "/proc/thread-self/fd/%d", fd);
   ssize_t n = readlink(link, target, sizeof target - 1);
   if (n <= 0) return 0;
   target[n] = '\0';

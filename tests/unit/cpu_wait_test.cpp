@@ -55,15 +55,17 @@ TEST(CpuWait, CountsWhatEachThreadWaitedSinceThePreviousWindow) {
   t.set("100", "1000 500 3\n");
   t.set("101", "2000 700 4\n");
   t.set("102", "9000 9000 9\n");  // the flush thread: left out
+  t.set("105", "8000 8000 8\n");  // the private-table thread (private_fds.h): left out
   t.set("self", "1 1 1\n");        // not a thread id
   t.set("0103", "1 1 1\n");        // nor is this
   CpuWaitSampler s(t.dir.path.string());
-  EXPECT_FALSE(s.sample(102).present);  // the first call takes the baseline
+  EXPECT_FALSE(s.sample({102, 105}).present);  // the first call takes the baseline
   t.set("100", "1500 2500 5\n");        // waited 2000 ns more
   t.set("101", "oops\n");               // unreadable now: left out of this window
   t.set("104", "300 40 1\n");           // a new thread: counts from its start
   t.set("102", "99999 99999 99\n");
-  CpuWaitWindow w = s.sample(102);
+  t.set("105", "88888 88888 88\n");
+  CpuWaitWindow w = s.sample({102, 105});
   ASSERT_TRUE(w.present);
   EXPECT_EQ(w.threads, 2u);
   EXPECT_EQ(w.wait_ns, 2000 + 40);
@@ -75,7 +77,7 @@ TEST(CpuWait, CountsWhatEachThreadWaitedSinceThePreviousWindow) {
   t.remove("104");
   t.set("100", "100 10 1\n");
   t.set("101", "2100 900 5\n");  // readable again: against its last reading (700)
-  w = s.sample(102);
+  w = s.sample({102, 105});
   EXPECT_EQ(w.threads, 2u);
   EXPECT_EQ(w.wait_ns, 10 + 200);
 }
@@ -107,8 +109,8 @@ TEST(CpuWait, TicksSumTheNvtxThreadsWaitSinceThePreviousTick) {
 
 TEST(CpuWait, NoTaskDirectoryIsNotMeasuredNotZero) {
   CpuWaitSampler s("/nonexistent-laggard-task-dir");
-  EXPECT_FALSE(s.sample(0).present);
-  EXPECT_FALSE(s.sample(0).present);
+  EXPECT_FALSE(s.sample({0, 0}).present);
+  EXPECT_FALSE(s.sample({0, 0}).present);
 }
 
 // The real /proc: a thread that spins is on a CPU; one that spins beside as many spinners as there
@@ -117,7 +119,7 @@ TEST(CpuWait, ReadsThisProcesssThreads) {
   if (access(("/proc/self/task/" + std::to_string(gettid()) + "/schedstat").c_str(), R_OK) != 0)
     GTEST_SKIP() << "this kernel has no schedstat (CONFIG_SCHED_INFO)";
   CpuWaitSampler s;
-  s.sample(gettid());
+  s.sample({gettid(), 0});
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> spins{0};
   const unsigned n = std::max(2u, std::thread::hardware_concurrency()) + 1;
@@ -135,7 +137,7 @@ TEST(CpuWait, ReadsThisProcesssThreads) {
   while ((!w.present || w.run_ns < 20'000'000 || w.wait_ns == 0) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     {
-      CpuWaitWindow x = s.sample(gettid());
+      CpuWaitWindow x = s.sample({gettid(), 0});
       w.present = w.present || x.present;
       w.threads = std::max(w.threads, x.threads);
       w.run_ns += x.run_ns;

@@ -1,0 +1,153 @@
+#include "private_fds.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "log.h"
+
+#ifndef SYS_close_range
+#define SYS_close_range 436  // the same number on every architecture Linux added it to (5.9)
+#endif
+
+namespace laggard {
+namespace {
+
+enum class Mode : uint8_t { not_started, private_table, on_caller };
+
+// Never freed: the flush thread may still read while static destructors run, and the thread
+// waits on these until the process ends.
+struct PrivateFdThread {
+  std::mutex callers;  // one job at a time
+  std::mutex mu;
+  std::condition_variable cv;
+  Mode mode = Mode::not_started;  // under mu
+  const std::function<void()>* job = nullptr;  // under mu: set by a caller, cleared when done
+  std::atomic<pid_t> tid{0};
+  // The process that started it: a forked child has no such thread, and its locks may have been
+  // held by a parent's thread at fork, so the child never takes them.
+  std::atomic<pid_t> started_in{0};
+};
+
+PrivateFdThread& state() {
+  static PrivateFdThread* s = new PrivateFdThread();
+  return *s;
+}
+
+thread_local bool t_on_private_thread = false;
+
+// An empty table of its own, or false with the shared one untouched. close_range with
+// CLOSE_RANGE_UNSHARE over 0..~0U: the kernel makes a new table holding the descriptors below
+// 0, i.e. none, then closes the range in it (fs/file.c, __close_range) -- it never closes a
+// descriptor of the shared table. The table is shared (the caller that started this thread
+// waits for its answer), so the kernel always makes the copy. Checked: the first open of an
+// empty table is 0. Descriptors 0-2 then hold /dev/null, read-only: a stray write to stderr here
+// (this table has none of the application's) fails instead of landing in a file opened for a job.
+bool take_private_table() {
+  if (::syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_UNSHARE) != 0) return false;
+  for (int expected = 0; expected < 3; ++expected)
+    if (::open("/dev/null", O_RDONLY) != expected) return false;
+  return true;
+}
+
+void serve(PrivateFdThread* s) {
+  t_on_private_thread = true;
+  s->tid.store(static_cast<pid_t>(::gettid()));
+  const bool isolated = take_private_table();
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->mode = isolated ? Mode::private_table : Mode::on_caller;
+  }
+  s->cv.notify_all();
+  if (!isolated) {
+    s->tid.store(0);
+    return;  // the jobs run on their callers
+  }
+  for (;;) {
+    const std::function<void()>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(s->mu);
+      s->cv.wait(lock, [s] { return s->job != nullptr; });
+      job = s->job;
+    }
+    try {
+      (*job)();  // without mu: a job may ask private_fds_isolated()
+    } catch (...) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->job = nullptr;
+    }
+    s->cv.notify_all();
+  }
+}
+
+bool in_forked_child(const PrivateFdThread& s) {
+  const pid_t started_in = s.started_in.load();
+  return started_in != 0 && started_in != ::getpid();
+}
+
+// Starts the thread, with every signal blocked (the application's signals go to its own
+// threads), and waits until it knows whether it has a table of its own. Under s.mu.
+void start(PrivateFdThread& s, std::unique_lock<std::mutex>& lock) {
+  s.started_in.store(::getpid());
+  sigset_t all, prev;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &prev);
+  try {
+    std::thread(serve, &s).detach();
+  } catch (...) {
+    s.mode = Mode::on_caller;
+  }
+  pthread_sigmask(SIG_SETMASK, &prev, nullptr);
+  s.cv.wait(lock, [&s] { return s.mode != Mode::not_started; });
+  if (s.mode == Mode::on_caller)
+    log_info("no private descriptor table for laggard's reads (close_range: Linux 5.9); they take the application's lowest free descriptors for a moment");
+}
+
+void run_on_caller(const std::function<void()>& job) {
+  try {
+    job();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+void run_with_private_fds(const std::function<void()>& job) {
+  PrivateFdThread& s = state();
+  if (t_on_private_thread || in_forked_child(s)) return run_on_caller(job);
+  std::lock_guard<std::mutex> one_job(s.callers);
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.mode == Mode::not_started) start(s, lock);
+  if (s.mode != Mode::private_table) {
+    lock.unlock();
+    return run_on_caller(job);
+  }
+  s.job = &job;
+  s.cv.notify_all();
+  s.cv.wait(lock, [&s] { return s.job == nullptr; });
+}
+
+pid_t private_fds_thread_id() {
+  PrivateFdThread& s = state();
+  return in_forked_child(s) ? 0 : s.tid.load();
+}
+
+bool private_fds_isolated() {
+  PrivateFdThread& s = state();
+  if (in_forked_child(s)) return false;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.mode == Mode::private_table;
+}
+
+bool on_private_fds_thread() { return t_on_private_thread; }
+
+}  // namespace laggard
