@@ -3,10 +3,6 @@
 // the kernel's refusal leaves jobs on the caller, and a forked child keeps its own descriptors
 // at the numbers the private table used.
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "private_fds.h"
+#include "refuse_syscall.h"
 #include "safe_write.h"
 
 #ifndef SYS_close_range
@@ -95,15 +92,7 @@ TEST(PrivateFds, WhereCloseRangeIsRefusedJobsRunOnTheCaller) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-      ::_exit(2);
+    if (!test::refuse_syscall(SYS_close_range, ENOSYS)) ::_exit(2);
     pid_t job_tid = 0;
     run_with_private_fds([&] { job_tid = static_cast<pid_t>(::gettid()); });
     if (job_tid != static_cast<pid_t>(::gettid())) ::_exit(3);

@@ -2,9 +2,6 @@
 // threads' stacks with a signal (including threads that block it and apps that own signals).
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <cstddef>
@@ -25,6 +22,7 @@
 
 #include "name_table.h"
 #include "range_stack.h"
+#include "refuse_syscall.h"
 #include "stack_sampler.h"
 #include "thread_probe.h"
 #include "thread_registry.h"
@@ -334,14 +332,7 @@ TEST(StackSampler, WithoutProcessVmReadvStacksComeThroughProcSelfMem) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) _exit(2);
+    if (!test::refuse_syscall(SYS_process_vm_readv, EPERM)) _exit(2);
     uint64_t x = 1, y = 0;
     iovec l{&y, sizeof y}, r{&x, sizeof x};
     if (syscall(SYS_process_vm_readv, getpid(), &l, 1, &r, 1, 0) != -1) _exit(3);  // the filter works
