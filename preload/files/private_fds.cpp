@@ -1,16 +1,18 @@
 #include "private_fds.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <linux/close_range.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "log.h"
 
@@ -43,6 +45,7 @@ struct PrivateFdThread {
   std::condition_variable cv;
   Mode mode = Mode::not_started;  // under mu
   const std::function<void()>* job = nullptr;  // under mu: set by a caller, cleared when done
+  std::exception_ptr thrown;                   // under mu: what the job threw, for its caller
   std::atomic<pid_t> tid{0};
   // The process that started it: a forked child has no such thread, and its locks may have been
   // held by a parent's thread at fork, so the child never takes them.
@@ -91,12 +94,15 @@ void serve(PrivateFdThread* s) {
       s->cv.wait(lock, [s] { return s->job != nullptr; });
       job = s->job;
     }
+    std::exception_ptr thrown;
     try {
       (*job)();  // without mu: a job may ask private_fds_isolated()
     } catch (...) {
+      thrown = std::current_exception();
     }
     {
       std::lock_guard<std::mutex> lock(s->mu);
+      s->thrown = thrown;
       s->job = nullptr;
     }
     s->cv.notify_all();
@@ -126,28 +132,22 @@ void start(PrivateFdThread& s, std::unique_lock<std::mutex>& lock) {
     log_info("no private descriptor table for laggard's reads (close_range: Linux 5.9); they take the application's lowest free descriptors for a moment");
 }
 
-void run_on_caller(const std::function<void()>& job) {
-  try {
-    job();
-  } catch (...) {
-  }
-}
-
 }  // namespace
 
 void run_with_private_fds(const std::function<void()>& job) {
   PrivateFdThread& s = state();
-  if (t_on_private_thread || in_forked_child(s)) return run_on_caller(job);
+  if (t_on_private_thread || in_forked_child(s)) return job();
   std::lock_guard<std::mutex> one_job(s.callers);
   std::unique_lock<std::mutex> lock(s.mu);
   if (s.mode == Mode::not_started) start(s, lock);
   if (s.mode != Mode::private_table) {
     lock.unlock();
-    return run_on_caller(job);
+    return job();
   }
   s.job = &job;
   s.cv.notify_all();
   s.cv.wait(lock, [&s] { return s.job == nullptr; });
+  if (std::exception_ptr thrown = std::exchange(s.thrown, nullptr)) std::rethrow_exception(thrown);
 }
 
 pid_t private_fds_thread_id() {

@@ -1,4 +1,4 @@
-// ROOM files/ -- reads that open files without taking a number from the application's
+// ROOM files/ -- laggard's files opened without taking a number from the application's
 // descriptor table.
 //
 // open(2) hands out the lowest free number of the process's one table. A file the flush thread
@@ -9,16 +9,17 @@
 // once in a CI run; strace showed the flush thread holding fds 3 and 4 on /proc/self/task and a
 // schedstat).
 //
-// Such reads run here instead, on one thread of laggard's whose table is its own: its first act
-// is close_range(0, ~0U, CLOSE_RANGE_UNSHARE) (Linux 5.9; fs/file.c __close_range copies none of
-// the descriptors of a range that reaches the table's end, so it holds none of the application's
-// files open, not even for a moment). What it opens never appears in the application's table,
-// never counts against its limit, and the application cannot close it. Where the kernel refuses
-// (older than 5.9, a seccomp filter), the jobs run on the caller, as before, and
-// private_fds_isolated() says so.
+// Such opens run here instead (every read and write of capture's: the CPU-wait /proc files, the
+// control file, the windows' segments, hang reports), on one thread of laggard's whose table is
+// its own: its first act is close_range(0, ~0U, CLOSE_RANGE_UNSHARE) (Linux 5.9; fs/file.c
+// __close_range copies none of the descriptors of a range that reaches the table's end, so it
+// holds none of the application's files open, not even for a moment). What it opens never
+// appears in the application's table, never counts against its limit, and the application
+// cannot close it. Where the kernel refuses (older than 5.9, a seccomp filter), the jobs run on
+// the caller, as before, and private_fds_isolated() says so.
 //
-// Not for descriptors another thread must use (RunDirFd's run directory and segment stay in the
-// shared table, where every thread can write through them; BorrowedRunDir gives -1 here).
+// A descriptor opened here is a number of this table only: kept, it serves later jobs (the run
+// directory and segment RunDirFd keeps, one set per table in safe_write.cpp), never another thread.
 #pragma once
 
 #include <sys/types.h>
@@ -27,7 +28,8 @@
 
 namespace laggard {
 
-// Runs job on the private-table thread and returns when it is done (exceptions stay in it).
+// Runs job on the private-table thread and returns when it is done; what it throws is thrown
+// again here, as if it had run on the caller.
 // Laggard's flush thread and its start only: it blocks, takes a lock and may start a thread.
 // In a forked child, and when the thread cannot start or cannot have a table of its own, job
 // runs on the caller.
@@ -40,8 +42,8 @@ pid_t private_fds_thread_id();
 // Whether jobs run with a table of their own (false before the first job, and in a forked child).
 bool private_fds_isolated();
 
-// Whether the calling thread is the private-table one: descriptors kept in the shared table
-// (BorrowedRunDir) mean nothing here.
+// Whether the calling thread is the private-table one (safe_write.cpp keeps its long-lived
+// descriptors per table).
 bool on_private_fds_thread();
 
 }  // namespace laggard
