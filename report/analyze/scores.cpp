@@ -132,7 +132,7 @@ void whole_run_medians(ScoreWork& w) {
     for (auto& [name, a] : w.acc[ri]) {
       for (auto& [p, n] : a.parents) w.parent_votes[name][p] += n;
       if (a.all.empty()) continue;
-      double m = lower_weighted_median(a.all);
+      double m = lower_weighted_median_sorting(a.all);  // later only counted
       w.med[ri][name] = m;
       if (auto it = w.best_any.find(name); it == w.best_any.end() || m < it->second) w.best_any[name] = m;
       if (a.all.size() < w.opt.min_samples) continue;  // no reference from a handful of samples

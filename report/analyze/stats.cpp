@@ -93,7 +93,7 @@ namespace {
 
 // lower: the value where the cumulative weight reaches half; else the midpoint when it lands
 // exactly between two values (the usual median).
-double weighted_median_impl(std::vector<std::pair<double, double>> v, bool lower) {
+double weighted_median_impl(std::vector<std::pair<double, double>>& v, bool lower) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   double total = 0;
@@ -111,7 +111,8 @@ double weighted_median_impl(std::vector<std::pair<double, double>> v, bool lower
 
 }  // namespace
 
-double weighted_median(std::vector<std::pair<double, double>> v) { return weighted_median_impl(std::move(v), false); }
+double weighted_median(std::vector<std::pair<double, double>> v) { return weighted_median_impl(v, false); }
+double weighted_median_sorting(std::vector<std::pair<double, double>>& v) { return weighted_median_impl(v, false); }
 
 double weighted_sigma(const std::vector<std::pair<double, double>>& v) {
   const double m = weighted_median(v);
@@ -121,8 +122,7 @@ double weighted_sigma(const std::vector<std::pair<double, double>>& v) {
   return 1.4826 * weighted_median(std::move(deviation));
 }
 
-double lower_weighted_median(std::vector<std::pair<double, double>> v) {
-  return weighted_median_impl(std::move(v), true);
-}
+double lower_weighted_median(std::vector<std::pair<double, double>> v) { return weighted_median_impl(v, true); }
+double lower_weighted_median_sorting(std::vector<std::pair<double, double>>& v) { return weighted_median_impl(v, true); }
 
 }  // namespace laggard::report
