@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "host_collectives.h"
+#include "parallel.h"
 #include "stats.h"
 
 namespace laggard::report {
@@ -105,7 +106,7 @@ void report_windows(ScoreWork& w) {
 // Every occurrence into its report window, per rank and section.
 void gather(ScoreWork& w) {
   w.acc.resize(w.model.ranks.size());
-  for (size_t ri = 0; ri < w.model.ranks.size(); ++ri) {
+  parallel_for(w.model.ranks.size(), [&](size_t ri) {  // each rank writes only its own
     for (const CaptureWindow& cw : w.model.ranks[ri].windows) {
       for (const SectionWindow& s : cw.sections) {
         Acc& a = w.acc[ri][s.name];
@@ -122,18 +123,22 @@ void gather(ScoreWork& w) {
         }
       }
     }
-  }
+  });
 }
 
 // Whole-run medians, then the lowest across ranks per section.
 void whole_run_medians(ScoreWork& w) {
   w.med.resize(w.model.ranks.size());
+  // The medians on every core (each rank writes only its own), the lowest then in rank order.
+  parallel_for(w.model.ranks.size(), [&](size_t ri) {
+    for (auto& [name, a] : w.acc[ri])
+      if (!a.all.empty()) w.med[ri][name] = lower_weighted_median_sorting(a.all);  // later only counted
+  });
   for (size_t ri = 0; ri < w.model.ranks.size(); ++ri) {
     for (auto& [name, a] : w.acc[ri]) {
       for (auto& [p, n] : a.parents) w.parent_votes[name][p] += n;
       if (a.all.empty()) continue;
-      double m = lower_weighted_median_sorting(a.all);  // later only counted
-      w.med[ri][name] = m;
+      const double m = w.med[ri].at(name);
       if (auto it = w.best_any.find(name); it == w.best_any.end() || m < it->second) w.best_any[name] = m;
       if (a.all.size() < w.opt.min_samples) continue;  // no reference from a handful of samples
       auto it = w.best.find(name);
@@ -145,12 +150,16 @@ void whole_run_medians(ScoreWork& w) {
 // Per-window medians, and the lowest across ranks per section and window.
 void window_medians(ScoreWork& w) {
   w.wmed.resize(w.model.ranks.size());
-  for (size_t ri = 0; ri < w.model.ranks.size(); ++ri)
+  // As whole_run_medians: the medians on every core, the lowest in rank order.
+  parallel_for(w.model.ranks.size(), [&](size_t ri) {
     for (auto& [name, a] : w.acc[ri])
-      for (auto& [k, samples] : a.by_window) {
-        if (samples.size() < w.opt.min_samples) continue;  // no window score from a handful
-        double m = lower_weighted_median(samples);
-        w.wmed[ri][name][k] = m;
+      for (auto& [k, samples] : a.by_window)
+        if (samples.size() >= w.opt.min_samples)  // no window score from a handful
+          w.wmed[ri][name][k] = lower_weighted_median(samples);
+  });
+  for (size_t ri = 0; ri < w.model.ranks.size(); ++ri)
+    for (const auto& [name, by_window] : w.wmed[ri])
+      for (const auto& [k, m] : by_window) {
         auto& b = w.window_best[name];
         if (!b.count(k) || m < b[k]) b[k] = m;
       }
