@@ -34,6 +34,9 @@ Shared& shared() {
   static auto* s = new Shared();  // never destroyed: CUPTI may call back during exit
   return *s;
 }
+// At load, as every object laggard keeps for the process (preload/files/safe_write.cpp): never a
+// guard a forked child could find held.
+[[gnu::constructor]] void make_shared_at_load() { shared(); }
 
 std::string name_or(const char* caller) { return caller && *caller ? caller : "another CUPTI client"; }
 

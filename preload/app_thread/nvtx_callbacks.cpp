@@ -54,6 +54,9 @@ std::deque<Domain>& domains() {
   static auto* d = new std::deque<Domain>();
   return *d;
 }
+// At load, as every object laggard keeps for the process (see files/safe_write.cpp): never a
+// guard a forked child could find held.
+[[gnu::constructor]] void make_domains_at_load() { domains(); }
 
 // The main thread's innermost open kept section, for work launched by threads that hold no
 // range themselves: PyTorch runs backward on autograd threads while the training loop's

@@ -57,6 +57,10 @@ PrivateFdThread& state() {
   return *s;
 }
 
+// At load, before the application can have threads: a child forked while a parent's thread made
+// it on first use would wait forever on its initialisation guard (see safe_write.cpp).
+[[gnu::constructor]] void make_state_at_load() { state(); }
+
 thread_local bool t_on_private_thread = false;
 
 // An empty table of its own, or false with the shared one untouched. close_range with

@@ -94,6 +94,11 @@ KeptDescriptors& kept_in(bool private_table) {
   return private_table ? *own : *shared;
 }
 KeptDescriptors& kept() { return kept_in(on_private_fds_thread()); }
+// Made when the library loads, before the application can have threads. Made on first use, a
+// child forked while a parent's thread was making them waited forever on the initialisation
+// guard (__cxa_guard_acquire) in its fork handler, forget_descriptors_after_fork (CI,
+// 2026-11-28: Round3.AChildForkedWhileNvtxAttachesLaggardDoesNotHang, 1 run in 20 here).
+[[gnu::constructor]] void make_kept_descriptors_at_load() { kept_in(false); }
 
 void drop_kept_file(KeptDescriptors& k) {
   if (k.file_fd >= 0 && still_ours(k.file_fd, k.file_id)) ::close(k.file_fd);  // else no longer ours to close

@@ -20,6 +20,9 @@ CpuWaitSampler& sampler() {
   static CpuWaitSampler* s = new CpuWaitSampler();
   return *s;
 }
+// At load, as every object laggard keeps for the process (see files/safe_write.cpp): never a
+// guard a forked child could find held.
+[[gnu::constructor]] void make_sampler_at_load() { sampler(); }
 
 bool g_primed = false;  // flush thread only
 

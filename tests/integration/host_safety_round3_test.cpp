@@ -188,11 +188,16 @@ TEST_F(Round3, AChildForkedWhileNvtxAttachesLaggardDoesNotHang) {
   // until that is done (nvtxInitOnce, nvtx3/nvtxDetail/nvtxInit.h): a child forked in between
   // spun forever (5 runs of 5 while capture started inside the attach).
   // Under ASan, LeakSanitizer's exit check would change the children's exit codes, which are the point.
-  ProcessResult with = run_process({kHostileApp, "fork-in-first-nvtx-call"}, without_leak_check(preloaded()));
+  // Ten runs of about 50 ms: a child also hung on the guard of an object laggard made on first
+  // use while a parent's thread was making it (about 1 run in 30; now made at load).
   ProcessResult without = run_process({kHostileApp, "fork-in-first-nvtx-call"}, without_leak_check(plain()));
   EXPECT_EQ(without.out, "children hung: 0, exited otherwise: 0\n") << without.err;
-  EXPECT_EQ(with.exit_code, 0) << with.err;
-  EXPECT_EQ(with.out, without.out) << with.err;
+  for (int run = 0; run < 10; ++run) {
+    ProcessResult with = run_process({kHostileApp, "fork-in-first-nvtx-call"}, without_leak_check(preloaded()));
+    EXPECT_EQ(with.exit_code, 0) << with.err;
+    ASSERT_EQ(with.out, without.out) << "run " << run << ": " << with.err;
+    fs::remove_all(run_dir());
+  }
 }
 
 // ---- NVTX called from a signal handler while capture starts ----
