@@ -59,6 +59,35 @@ bool follows_call_instruction(const uint8_t* b, int n) {
 #endif
 }
 
+uint64_t direct_call_target(const uint8_t* b, uint64_t ret) {
+#if defined(__x86_64__)
+  if (b[3] != 0xE8) return 0;
+  int32_t rel = 0;
+  std::memcpy(&rel, b + 4, 4);
+  return ret + static_cast<uint64_t>(static_cast<int64_t>(rel));
+#else
+  (void)b;
+  (void)ret;
+  return 0;
+#endif
+}
+
+uint64_t plt_stub_slot(const uint8_t* c, uint64_t stub) {
+#if defined(__x86_64__)
+  int at = 0;
+  if (c[0] == 0xF3 && c[1] == 0x0F && c[2] == 0x1E && c[3] == 0xFA) at = 4;  // endbr64 (.plt.sec with IBT)
+  if (c[at] == 0xF2) ++at;                                                  // bnd
+  if (c[at] != 0xFF || c[at + 1] != 0x25) return 0;                         // jmp *disp32(%rip)
+  int32_t disp = 0;
+  std::memcpy(&disp, c + at + 2, 4);
+  return stub + static_cast<uint64_t>(at + 6) + static_cast<uint64_t>(static_cast<int64_t>(disp));
+#else
+  (void)c;
+  (void)stub;
+  return 0;
+#endif
+}
+
 // ---- the modules, from /proc/self/maps ----
 
 namespace {
@@ -192,6 +221,21 @@ struct RemoteUnwinder::Impl {
   Page cache[16];
   const ModuleMap* map = nullptr;
 
+  // Whether the call ending at ret went to callee: directly, or through a PLT stub whose GOT slot
+  // holds it (the slot is in the caller's file-backed mapping, bound by then unless lazily).
+  CallerMatch caller_match(uint64_t ret, uint64_t callee) {
+    uint8_t before[8], stub[16];
+    if (!callee || !read_code(ret - 8, before, 8)) return CallerMatch::unknown;
+    const uint64_t target = direct_call_target(before, ret);
+    if (!target) return CallerMatch::unknown;  // an indirect call
+    if (target == callee) return CallerMatch::verified;
+    uint64_t slot = 0, bound = 0;
+    if (!read_code(target, stub, sizeof stub) || !(slot = plt_stub_slot(stub, target)))
+      return CallerMatch::contradicted;
+    if (!read_code(slot, &bound, sizeof bound)) return CallerMatch::unknown;
+    return bound == callee ? CallerMatch::verified : CallerMatch::unknown;  // lazy, IFUNC or an alias
+  }
+
   bool read_code(uint64_t addr, void* out, size_t len) {
     uint8_t* to = static_cast<uint8_t*>(out);
     while (len > 0) {
@@ -323,6 +367,16 @@ void RemoteUnwinder::refresh() {
   for (auto& p : impl_->cache) p.number = ~uint64_t{0};
 }
 
+namespace {
+// The start of the function holding pc, from its module's unwind table (0: not found).
+uint64_t function_start(Frame0& f, uint64_t pc) {
+  unw_proc_info_t pi;
+  std::memset(&pi, 0, sizeof pi);
+  return find_proc_info(f.impl->as, pc, &pi, 0, &f) == 0 ? pi.start_ip : 0;
+}
+}  // namespace
+
+
 int RemoteUnwinder::unwind(const StackSnapshot& s, uint64_t* pcs, int max) {
   if (!loaded() || max <= 0 || !s.has(kRegPc) || !s.has(kRegSp)) return 0;
   Impl& u = *impl_;
@@ -346,9 +400,11 @@ int RemoteUnwinder::unwind(const StackSnapshot& s, uint64_t* pcs, int max) {
     // from this frame's record on the stack.
     unw_word_t sp = 0;
     if (u.get_reg(&c, UNW_REG_SP, &sp) != 0) break;
+    const uint64_t stuck_in = function_start(f, n == 1 ? pcs[0] : pcs[n - 1] - 1);
     FrameRecord r = find_frame_record(
         s, sp, [&](uint64_t pc) { return map_.module_of(pc) != nullptr; },
-        [&](uint64_t at, uint8_t* buf, size_t len) { return u.read_code(at, buf, len); });
+        [&](uint64_t at, uint8_t* buf, size_t len) { return u.read_code(at, buf, len); },
+        [&](uint64_t ret) { return u.caller_match(ret, stuck_in); });
     if (!r.at) break;
     f.known = 0;
     f.regs[kRegFp] = r.saved_fp;

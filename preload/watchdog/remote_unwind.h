@@ -78,20 +78,38 @@ class RemoteUnwinder {
 // The start of the frame record that the frame-pointer walk of an x86-64 or aarch64 stack would
 // use, searching up from sp in s: a saved frame pointer (0 or higher up the stack) followed by
 // a return address right after a call instruction. is_code(addr) says whether a pc may lie at
-// addr; read(addr, buf, n) reads code bytes. 0 when none is found within 16 KiB.
+// addr; read(addr, buf, n) reads code bytes; caller_match(ret) whether the call before ret went
+// to the function the unwind is stuck in. 0 when none is found within 16 KiB.
+//
+// A frame holds stale records of calls it made earlier (its locals are not cleared), below its
+// own: the first record up from sp was often one of those (a hang report named a destructor
+// laggard's NVTX push had called instead of the stuck rank's wait_for_peers(), 1 run in 4 of
+// Hang.StuckRankFunctionAndSectionAreNamed under ASan). So the first record whose call provably
+// went to the stuck function wins; else the first that cannot be checked (an indirect call);
+// else the first at all, as before (a tail call leaves a record of a call to another function).
 struct FrameRecord {
   uint64_t at = 0, saved_fp = 0, return_address = 0;
 };
-template <typename IsCode, typename ReadCode>
-FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code);
+enum class CallerMatch : uint8_t { verified, unknown, contradicted };
+template <typename IsCode, typename ReadCode, typename Match>
+FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code,
+                              Match caller_match);
 
 bool follows_call_instruction(const uint8_t* before, int n);  // n bytes ending at a return address
+// Where a direct call (x86-64 call rel32) ending at ret goes: 0 when the 8 bytes before ret do not
+// end in one.
+uint64_t direct_call_target(const uint8_t* before, uint64_t ret);
+// The GOT slot a PLT stub at stub jumps through (jmp *slot(%rip), with or without endbr64 and a
+// bnd prefix): 0 when the 16 bytes at stub are not such a stub.
+uint64_t plt_stub_slot(const uint8_t* code, uint64_t stub);
 
-template <typename IsCode, typename ReadCode>
-FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code) {
+template <typename IsCode, typename ReadCode, typename Match>
+FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code,
+                              Match caller_match) {
   constexpr uint64_t kScan = 16 * 1024;
   if (!s.holds(sp, 16)) return {};  // sp comes from an unwind: any value
   const uint64_t lo = s.stack_start;
+  FrameRecord unchecked, other;
   for (uint64_t at = (sp + 7) & ~uint64_t{7}; at - sp < kScan && s.holds(at, 16); at += 8) {
     uint64_t saved = 0, ret = 0;
     __builtin_memcpy(&saved, s.stack + (at - lo), 8);
@@ -100,9 +118,14 @@ FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_cod
     if (ret < 8 || !is_code(ret)) continue;
     uint8_t before[8];
     if (!read_code(ret - 8, before, 8) || !follows_call_instruction(before, 8)) continue;
-    return FrameRecord{at, saved, ret};
+    const FrameRecord r{at, saved, ret};
+    switch (caller_match(ret)) {
+      case CallerMatch::verified: return r;
+      case CallerMatch::unknown: if (!unchecked.at) unchecked = r; break;
+      case CallerMatch::contradicted: if (!other.at) other = r; break;
+    }
   }
-  return {};
+  return unchecked.at ? unchecked : other;
 }
 
 }  // namespace laggard::watch

@@ -15,14 +15,18 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "name_table.h"
 #include "range_stack.h"
 #include "refuse_syscall.h"
+#include "remote_unwind.h"
 #include "stack_sampler.h"
 #include "thread_probe.h"
 #include "thread_registry.h"
@@ -40,6 +44,108 @@ constexpr int64_t kS = 1'000'000'000;
 constexpr bool kSignalContextIsCurrent = false;
 #else
 constexpr bool kSignalContextIsCurrent = true;
+#endif
+
+#if defined(__x86_64__)
+// Code bytes at chosen addresses, as the unwinder reads them from the modules.
+struct FakeCode {
+  std::map<uint64_t, uint8_t> bytes;
+  void put(uint64_t at, std::initializer_list<uint8_t> b) {
+    for (uint8_t v : b) bytes[at++] = v;
+  }
+  void call_rel32(uint64_t ret, uint64_t target) {  // the 8 bytes before ret end in call target
+    const auto rel = static_cast<uint32_t>(target - ret);
+    put(ret - 8, {0x90, 0x90, 0x90, 0xE8, uint8_t(rel), uint8_t(rel >> 8), uint8_t(rel >> 16), uint8_t(rel >> 24)});
+  }
+  bool read(uint64_t at, uint8_t* out, size_t n) const {
+    for (size_t i = 0; i < n; ++i) {
+      auto it = bytes.find(at + i);
+      if (it == bytes.end()) return false;
+      out[i] = it->second;
+    }
+    return true;
+  }
+};
+
+// A stack the thread was read in place from: `stuck` is the function it blocks in (its frame
+// needs %rbp, which /proc/self/task/TID/syscall does not give). Below the stuck frame's own
+// record (its caller's call into it) lies a stale record of a call it made earlier.
+struct StaleAndRealRecords {
+  static constexpr uint64_t kStuck = 0x3000, kOther = 0x5000, kStaleRet = 0x1105, kRealRet = 0x2205;
+  uint8_t bytes[512] = {};
+  StackSnapshot s;
+  FakeCode code;
+  StaleAndRealRecords() {
+    s.stack = bytes;
+    s.stack_start = 0x7000'0000;
+    s.stack_len = sizeof bytes;
+    record(0x40, s.stack_start + 0x100, kStaleRet);  // saved fp, then the return address
+    record(0x80, s.stack_start + 0x1c0, kRealRet);
+    code.call_rel32(kStaleRet, kOther);
+  }
+  void record(size_t at, uint64_t fp, uint64_t ret) {
+    std::memcpy(bytes + at, &fp, 8);
+    std::memcpy(bytes + at + 8, &ret, 8);
+  }
+  // As RemoteUnwinder's: a direct call, or one through a PLT stub, checked against kStuck.
+  CallerMatch caller_match(uint64_t ret) const {
+    uint8_t before[8], stub[16];
+    if (!code.read(ret - 8, before, 8)) return CallerMatch::unknown;
+    const uint64_t target = direct_call_target(before, ret);
+    if (!target) return CallerMatch::unknown;
+    if (target == kStuck) return CallerMatch::verified;
+    if (!code.read(target, stub, 16)) return CallerMatch::contradicted;
+    const uint64_t slot = plt_stub_slot(stub, target);
+    if (!slot) return CallerMatch::contradicted;
+    uint8_t bound[8];
+    uint64_t v = 0;
+    if (!code.read(slot, bound, 8)) return CallerMatch::unknown;
+    std::memcpy(&v, bound, 8);
+    return v == kStuck ? CallerMatch::verified : CallerMatch::unknown;
+  }
+  FrameRecord find(bool check_callers) const {
+    return find_frame_record(
+        s, s.stack_start, [](uint64_t pc) { return pc >= 0x1000 && pc < 0x10000; },
+        [&](uint64_t at, uint8_t* out, size_t n) { return code.read(at, out, n); },
+        [&](uint64_t ret) { return check_callers ? caller_match(ret) : CallerMatch::unknown; });
+  }
+};
+
+TEST(FrameRecord, TheStuckFunctionsCallerIsChosenOverAStaleRecordBelowIt) {
+  StaleAndRealRecords st;
+  st.code.call_rel32(st.kRealRet, st.kStuck);
+  EXPECT_EQ(st.find(false).return_address, st.kStaleRet);  // the first record up from sp: the stale one
+  FrameRecord r = st.find(true);
+  EXPECT_EQ(r.return_address, st.kRealRet);
+  EXPECT_EQ(r.at, st.s.stack_start + 0x80);
+  EXPECT_EQ(r.saved_fp, st.s.stack_start + 0x1c0);
+}
+
+TEST(FrameRecord, ACallThroughAPltStubWhoseSlotHoldsTheStuckFunctionCounts) {
+  for (bool endbr : {false, true}) {
+    StaleAndRealRecords st;
+    constexpr uint64_t kStub = 0x4000, kSlot = 0x6008;
+    st.code.call_rel32(st.kRealRet, kStub);
+    const uint64_t after = kStub + (endbr ? 4 : 0) + 7;  // jmp *disp(%rip) with a bnd prefix
+    const auto disp = static_cast<uint32_t>(kSlot - after);
+    if (endbr) st.code.put(kStub, {0xF3, 0x0F, 0x1E, 0xFA});
+    st.code.put(kStub + (endbr ? 4 : 0), {0xF2, 0xFF, 0x25, uint8_t(disp), uint8_t(disp >> 8), uint8_t(disp >> 16),
+                                          uint8_t(disp >> 24), 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90});
+    st.code.put(kSlot, {0x00, 0x30, 0, 0, 0, 0, 0, 0});  // bound to 0x3000
+    EXPECT_EQ(plt_stub_slot(std::vector<uint8_t>(16, 0x90).data(), kStub), 0u);
+    EXPECT_EQ(st.find(true).return_address, st.kRealRet) << endbr;
+  }
+}
+
+TEST(FrameRecord, WithNothingToCheckTheFirstRecordIsKeptAsBefore) {
+  StaleAndRealRecords st;
+  st.code.put(st.kRealRet - 8, {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xFF, 0xD0});  // call *%rax
+  // An indirect call cannot be checked: it beats the stale record, whose call provably went elsewhere.
+  EXPECT_EQ(st.find(true).return_address, st.kRealRet);
+  // A record of a call elsewhere is still taken when no other is found (a tail call into the stuck function).
+  st.code.call_rel32(st.kRealRet, 0x5500);
+  EXPECT_EQ(st.find(true).return_address, st.kStaleRet);
+}
 #endif
 
 TEST(StallClock, ReportsAfterHangThenAtMostEveryRepeat) {
