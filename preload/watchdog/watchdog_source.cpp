@@ -33,6 +33,7 @@ void sleep_ns(int64_t ns) {
 }
 
 void watchdog_thread(Watchdog* w, int64_t tick_ns) {
+  pthread_setname_np(pthread_self(), "laggard-watch");  // as the flush thread (lifecycle.cpp)
   try {
     w->arm();
   } catch (...) {

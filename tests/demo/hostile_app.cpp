@@ -36,6 +36,8 @@
 //                                        the call that starts capture) until 2,000 ticks; the
 //                                        main thread meanwhile marks "step" ranges. Prints
 //                                        whether all the ticks came within 20 s
+//   laggard-hostile-app thread-names N   some ranges, then (within 5 s) waits until N of its
+//                                        threads are named laggard-*; prints their names, sorted
 //   laggard-hostile-app nvtx-first-call-in-signal-handler
 //                                        20 rounds, 150 ms apart, of 4 threads that malloc and
 //                                        free in a loop; each is sent SIGUSR1 5 times, whose
@@ -60,6 +62,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -154,6 +158,46 @@ int close_fds() {
 // Laggard keeps no descriptor in the application's table and opens none there, not even for a
 // moment (files/private_fds.h): an application opening files while the flush thread reads
 // schedstat 20 times a second got fd 4 where it expected 3.
+std::string thread_name(const char* comm_path) {
+  char comm[32] = {};
+  if (FILE* f = std::fopen(comm_path, "r")) {
+    if (std::fgets(comm, sizeof comm, f)) comm[std::strcspn(comm, "\n")] = 0;
+    std::fclose(f);
+  }
+  return comm;
+}
+
+// The names of this process's threads that start with "laggard-", other than its own name
+// ("laggard-hostile", which its threads inherit).
+std::multiset<std::string> laggard_thread_names() {
+  std::multiset<std::string> names;
+  const std::string own = thread_name("/proc/self/comm");
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return names;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char path[300];
+    std::snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    const std::string name = thread_name(path);
+    if (name != own && name.rfind("laggard-", 0) == 0) names.insert(name);
+  }
+  closedir(d);
+  return names;
+}
+
+int thread_names(size_t expected) {
+  ranges("step", 5, 2);
+  std::multiset<std::string> names = laggard_thread_names();
+  for (int waited_ms = 0; names.size() < expected && waited_ms < 5000; waited_ms += 10) {
+    sleep_ms(10);
+    names = laggard_thread_names();
+  }
+  std::printf("threads named laggard-*:");
+  for (const std::string& n : names) std::printf(" %s", n.c_str());
+  std::printf("\n");
+  return 0;
+}
+
 int lowest_fd(int ms) {
   close_fds_from_3();
   ranges("step", 5, 20);
@@ -401,6 +445,7 @@ int main(int argc, char** argv) {
   if (mode == "exec-self" && argc == 4) return exec_self(argv[0], std::atoi(argv[2]), argv[3]);
   if (mode == "fd-limit" && argc == 3) return fd_limit(std::atoi(argv[2]));
   if (mode == "second-ctrl-c") return second_ctrl_c();
+  if (mode == "thread-names" && argc == 3) return thread_names(std::strtoul(argv[2], nullptr, 10));
   if (mode == "fork-in-first-nvtx-call") return fork_in_first_nvtx_call();
   if (mode == "nvtx-in-signal-handler") return nvtx_in_signal_handler();
   if (mode == "nvtx-first-call-in-signal-handler") return nvtx_first_call_in_signal_handler();
@@ -419,6 +464,6 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: laggard-hostile-app close-fds | lowest-fd MS | exec-child N M | steps M | wait-for FILE N | wait-in-range MS"
                " | exec-self N M | fd-limit MS | second-ctrl-c | fork-in-first-nvtx-call | nvtx-in-signal-handler"
-               " | nvtx-first-call-in-signal-handler\n");
+               " | nvtx-first-call-in-signal-handler | thread-names N\n");
   return 2;
 }

@@ -221,6 +221,19 @@ TEST_F(HostSafety, LaggardTakesNoDescriptorNumberOfTheApplications) {
   EXPECT_TRUE(rep["ranks"][0]["final"].get<bool>());
 }
 
+// ---- laggard's threads by name (top -H, py-spy, gdb and hang reports show them so) ----
+
+TEST_F(HostSafety, LaggardsThreadsAreNamedSoUsersCanTellThemApart) {
+  ProcessResult without = run_process({kHostileApp, "thread-names", "0"}, plain());
+  EXPECT_EQ(without.out, "threads named laggard-*:\n");
+  ProcessOptions o = preloaded();
+  o.env["LAGGARD_HANG_S"] = "30";  // the watchdog thread too
+  ProcessResult with = run_process({kHostileApp, "thread-names", "3"}, o);
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  // Was " laggard-files" alone: the flush and watchdog threads kept the application's name.
+  EXPECT_EQ(with.out, "threads named laggard-*: laggard-files laggard-flush laggard-watch\n") << with.err;
+}
+
 // ---- a full file system (issue 10 item 3) ----
 
 TEST_P(HostSafetyBothFormats, WindowsRefusedByAFullFileSystemAreKeptAndWrittenLater) {
