@@ -100,21 +100,49 @@ double row_median(const std::vector<double>& row) {
   return xs.size() < 3 ? kNaN : median(xs);
 }
 
+// Each (step, rank) cell's excess over the step's median rank (NaN where either is unknown),
+// less the rank's own usual excess (its median over the steps).
+std::vector<std::vector<double>> within_rank_excess(const std::vector<std::vector<double>>& rows, size_t nsteps) {
+  std::vector<std::vector<double>> e(nsteps);
+  size_t nranks = 0;
+  for (size_t k = 0; k < nsteps && k < rows.size(); ++k) {
+    const double m = row_median(rows[k]);
+    e[k].assign(rows[k].size(), kNaN);
+    nranks = std::max(nranks, rows[k].size());
+    if (std::isnan(m)) continue;
+    for (size_t r = 0; r < rows[k].size(); ++r)
+      if (!std::isnan(rows[k][r])) e[k][r] = rows[k][r] - m;
+  }
+  for (size_t r = 0; r < nranks; ++r) {
+    std::vector<double> xs;
+    for (const auto& row : e)
+      if (r < row.size() && !std::isnan(row[r])) xs.push_back(row[r]);
+    if (xs.empty()) continue;
+    const double usual = median(std::move(xs));
+    for (auto& row : e)
+      if (r < row.size()) row[r] -= usual;
+  }
+  return e;
+}
+
 // How much of a rank's extra wait (over the median rank's, per step) shows in a section's extra
 // time: the least-squares slope through the origin of the one on the other, over every rank and
 // step, between 0 (the section does not follow the wait) and 1 (it holds all of it). A section
 // whose one sleep or kernel launch a step sits behind a busy CPU follows a share of the step's wait.
+// Both are taken as changes against the rank's own usual excess: a rank that is slower in the
+// section all along and waited in a few steps (elsewhere) made the section "follow" the wait, and
+// the rank's slowdown was taken out with it in those steps (slope 0.97: a whole-run slowdown came
+// out as a transient of steps 0-33, Issue30.ALateWaitOutsideASection...).
 double slope(const Signal& s, const std::vector<std::vector<double>>& wait) {
+  const size_t nsteps = std::min(s.ns.size(), wait.size());
+  const std::vector<std::vector<double>> x = within_rank_excess(s.ns, nsteps), w = within_rank_excess(wait, nsteps);
   double xy = 0, xx = 0;
-  for (size_t k = 0; k < s.ns.size() && k < wait.size(); ++k) {
-    const double mx = row_median(s.ns[k]), mw = row_median(wait[k]);
-    if (std::isnan(mx) || std::isnan(mw)) continue;
-    for (size_t r = 0; r < s.ns[k].size() && r < wait[k].size(); ++r) {
-      if (std::isnan(s.ns[k][r]) || std::isnan(wait[k][r])) continue;
-      xy += (s.ns[k][r] - mx) * (wait[k][r] - mw);
-      xx += (wait[k][r] - mw) * (wait[k][r] - mw);
+  for (size_t k = 0; k < nsteps; ++k)
+    for (size_t r = 0; r < x[k].size() && r < w[k].size(); ++r) {
+      if (std::isnan(x[k][r]) || std::isnan(w[k][r])) continue;
+      xy += x[k][r] * w[k][r];
+      xx += w[k][r] * w[k][r];
     }
-  }
   return xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0;
 }
 

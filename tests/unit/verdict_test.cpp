@@ -300,6 +300,25 @@ TEST(Issue30, WithoutCpuWaitTheSameStallsAreUnexplained) {
   }
 }
 
+// A rank slower in backward over the whole run that also waited for a CPU in its last steps,
+// outside backward: the slope of the sections' extra time on the extra wait was taken through the
+// origin, so the rank's steady excess paired with its late wait made backward "follow" the wait
+// (slope 0.97) and its last steps lost their excess to it: a persistent slowdown came out as a
+// transient of steps 0-33 (VerdictEndToEnd.Backward110 under ASan, 2026-11-28).
+TEST(Issue30, ALateWaitOutsideASectionDoesNotCutItsWholeRunSlowdownShort) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Spec s = issue13_spec(seed);
+    s.ranks = 8;
+    s.cpu_wait = true;
+    s.faults = {slow(2, "backward", 1.1), {Fault::Kind::cpu_stall, 2, 1.0, 700'000, "", 34, 38}};
+    Verdict v = verdict_of(s);
+    const Finding* f = finding_on(v, 2, "backward");
+    ASSERT_NE(f, nullptr) << "seed " << seed << "\n" << dump(v);
+    EXPECT_EQ(f->kind, "persistent") << "seed " << seed << "\n" << dump(v);
+    EXPECT_LT(f->evidence.at("cpu_wait_slope"), 0.3) << "seed " << seed << "\n" << dump(v);
+  }
+}
+
 // Stalls that are not CPU wait (the rank slept, waited on I/O...) stay unexplained with cpu_wait on.
 TEST(Issue30, StallsThatAreNotCpuWaitAreNotCalledContention) {
   Verdict v = verdict_of(contended_spec(true, Fault::Kind::step_stall));
