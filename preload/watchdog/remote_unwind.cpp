@@ -376,7 +376,6 @@ uint64_t function_start(Frame0& f, uint64_t pc) {
 }
 }  // namespace
 
-
 int RemoteUnwinder::unwind(const StackSnapshot& s, uint64_t* pcs, int max) {
   if (!loaded() || max <= 0 || !s.has(kRegPc) || !s.has(kRegSp)) return 0;
   Impl& u = *impl_;

@@ -113,12 +113,13 @@ std::vector<std::vector<double>> within_rank_excess(const std::vector<std::vecto
     for (size_t r = 0; r < rows[k].size(); ++r)
       if (!std::isnan(rows[k][r])) e[k][r] = rows[k][r] - m;
   }
+  std::vector<double> xs;  // one rank's cells at a time, reused: no allocation per rank
   for (size_t r = 0; r < nranks; ++r) {
-    std::vector<double> xs;
+    xs.clear();
     for (const auto& row : e)
       if (r < row.size() && !std::isnan(row[r])) xs.push_back(row[r]);
     if (xs.empty()) continue;
-    const double usual = median(std::move(xs));
+    const double usual = median_in_place(xs);
     for (auto& row : e)
       if (r < row.size()) row[r] -= usual;
   }
