@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -121,55 +123,76 @@ inline GpuSpan span_of(const GpuActivity& a) {
           static_cast<int16_t>(device_fits ? a.device : -1), a.kind, a.nccl};
 }
 
-// How a file's GpuSpans are kept once read (issue 29: 32 bytes a record instead of 48, so that
-// 960 x 903 x 50 kernels fit in 2 GiB). The three host and GPU lengths are 32-bit offsets from the
-// GPU start, the (device, stream) pair an index into the chunk's table. A record they cannot hold
-// exactly (a kernel or a launch queue over 4.3 s, a launch after its kernel's start, times near
-// the ends of int64, a file of over 65,536 streams) is kept whole in SpanChunk::escaped.
+// How a file's GpuSpans are kept once read (issue 29: 24 bytes a record instead of 48, so that
+// 960 x 903 x 50 kernels fit in 2 GiB with room to spare, and every pass of the analyses over them
+// reads half the memory). The three host and GPU lengths are 32-bit offsets from the GPU start;
+// what a record shares with many others (name, section, device, stream, kind, NCCL) is a label,
+// an index into the chunk's table of them: a file has a few thousand at most (903 kernel names
+// on one stream at the GTC 2020 shape). A record the offsets cannot hold exactly (a kernel or a
+// launch queue over 4.3 s, a launch after its kernel's start, times near the ends of int64) is
+// kept whole in SpanChunk::escaped.
 struct PackedSpan {
-  static constexpr uint32_t kNoApi = UINT32_MAX;  // launch_lead_ns: host call unknown (both times 0)
-  static constexpr uint8_t kNccl = 1, kEscaped = 2;
+  static constexpr uint32_t kNoApi = UINT32_MAX;    // launch_lead_ns: host call unknown (both times 0)
+  static constexpr uint32_t kEscaped = UINT32_MAX;  // label: kept whole, duration_ns is its index in escaped
   int64_t start_ns = 0;
-  uint32_t name = 0, section = 0;
+  uint32_t label = 0;            // in SpanChunk::labels, or kEscaped
   uint32_t duration_ns = 0;      // end - start; escaped: the index in SpanChunk::escaped
   uint32_t launch_lead_ns = 0;   // start - api_start, or kNoApi
   uint32_t api_duration_ns = 0;  // api_end - api_start
-  uint16_t stream = 0;           // (device, stream) as SpanChunk::streams[stream]
-  GpuKind kind = GpuKind::kernel;
-  uint8_t flags = 0;
 };
-static_assert(sizeof(PackedSpan) == 32);
+static_assert(sizeof(PackedSpan) == 24);
 
 // One file's records in its order (RankData::span_chunks): packed, read back as GpuSpan values.
 struct SpanChunk {
-  struct Stream {
+  // What records share: all of a GpuSpan but its times.
+  struct Label {
+    uint32_t name, section, stream;
     int16_t device;
-    uint32_t stream;
-    bool operator==(const Stream&) const = default;
+    GpuKind kind;
+    bool nccl;
+    bool operator==(const Label&) const = default;
+    // The same test as ==, as two 8-byte compares and one branch: the reader makes it for every record.
+    [[gnu::always_inline]] bool same_as(const Label& o) const {
+      uint64_t a[2], b[2];
+      std::memcpy(a, this, sizeof a);
+      std::memcpy(b, &o, sizeof b);
+      return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+    }
   };
+  static_assert(sizeof(Label) == 16 && std::has_unique_object_representations_v<Label>);
   std::vector<PackedSpan> packed;
-  std::vector<Stream> streams;
+  std::vector<Label> labels;
   std::vector<GpuSpan> escaped;
 
   size_t size() const { return packed.size(); }
   bool empty() const { return packed.empty(); }
+  static bool is_escaped(const PackedSpan& p) { return p.label == PackedSpan::kEscaped; }
   // Inlined: the analyses read every record several times (jitter, breakdown), and only the fields
   // they use are then computed.
   [[gnu::always_inline]] GpuSpan at(size_t i) const { return unpack(packed[i]); }
   [[gnu::always_inline]] GpuSpan unpack(const PackedSpan& p) const {
-    if (p.flags & PackedSpan::kEscaped) return escaped[p.duration_ns];
-    const Stream& s = streams[p.stream];
+    if (is_escaped(p)) [[unlikely]]
+      return escaped[p.duration_ns];
+    const Label& l = labels[p.label];
     const bool api = p.launch_lead_ns != PackedSpan::kNoApi;
     const uint64_t start = static_cast<uint64_t>(p.start_ns), api_start = start - (api ? p.launch_lead_ns : 0);
     return {p.start_ns, static_cast<int64_t>(start + p.duration_ns), api ? static_cast<int64_t>(api_start) : 0,
-            api ? static_cast<int64_t>(api_start + p.api_duration_ns) : 0, p.name, p.section, s.stream, s.device,
-            p.kind, (p.flags & PackedSpan::kNccl) != 0};
+            api ? static_cast<int64_t>(api_start + p.api_duration_ns) : 0, l.name, l.section, l.stream, l.device,
+            l.kind, l.nccl};
   }
-  void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
+  [[gnu::always_inline]] void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
   [[gnu::always_inline]] void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
   void reserve(size_t n) { packed.reserve(n); }
+  // The lookups serve packing only: freed once a file is read (about 40 KB a file of 903 kernel
+  // names; a chunk packed again later, shifted in time, builds them anew), and wrong once the
+  // labels' string ids were renumbered (reader_parallel.cpp).
+  void drop_label_lookups() {
+    std::vector<uint32_t>().swap(last_label_of_name);
+    last_label_unnamed = PackedSpan::kEscaped;
+    decltype(label_lookup)().swap(label_lookup);
+  }
   // The sizes at one moment, to cut the chunk back to (a window refused after its records were
-  // added: streams it added stay, unused).
+  // added: labels it added stay, unused).
   struct Mark {
     size_t packed, escaped;
   };
@@ -180,48 +203,55 @@ struct SpanChunk {
   }
 
  private:
-  static constexpr size_t kScannedStreams = 32;
-  std::unordered_map<uint64_t, uint16_t> stream_lookup;  // past kScannedStreams only
-  uint16_t last_stream = 0;  // the last record's: runs of records on one stream need no search
-  static uint64_t lookup_key(Stream s) { return uint64_t(uint16_t(s.device)) << 32 | s.stream; }
+  struct LabelHash {
+    size_t operator()(const Label& l) const {
+      uint64_t h = (uint64_t(l.name) << 32 | l.section) * 0x9e3779b97f4a7c15u;
+      h ^= (uint64_t(l.stream) << 32 | uint64_t(uint16_t(l.device)) << 16 | uint64_t(l.kind) << 8 | l.nccl) +
+           0x7f4a7c159e3779b9u + (h << 6) + (h >> 2);
+      return static_cast<size_t>(h);
+    }
+  };
+  // A name's last label first (a kernel keeps its section and stream for many records in a row),
+  // then the table of all: a label costs one load and compare in the reader's loop over every record.
+  static constexpr uint32_t kNamesRemembered = 1u << 20;  // beyond (kNone, ids no table holds): the table only
+  std::vector<uint32_t> last_label_of_name;  // by name id; others' in last_label_unnamed
+  uint32_t last_label_unnamed = PackedSpan::kEscaped;
+  std::unordered_map<Label, uint32_t, LabelHash> label_lookup;
   [[gnu::always_inline]] PackedSpan pack(const GpuSpan& a);  // in the reader's loop over every record
-  [[gnu::always_inline]] uint16_t stream_index(int16_t device, uint32_t stream, bool& fits);
-  uint16_t find_stream(Stream key, bool& fits);
+  [[gnu::always_inline]] uint32_t label_of(const Label& l);
+  uint32_t find_label(const Label& l, uint32_t& last);
 };
 
-[[gnu::always_inline]] inline uint16_t SpanChunk::stream_index(int16_t device, uint32_t stream, bool& fits) {
-  const Stream key{device, stream};
-  if (last_stream < streams.size() && streams[last_stream] == key) [[likely]]
-    return last_stream;
-  const uint16_t i = find_stream(key, fits);
-  if (fits) last_stream = i;
-  return i;
+[[gnu::always_inline]] inline uint32_t SpanChunk::label_of(const Label& l) {
+  uint32_t* last = &last_label_unnamed;
+  if (l.name < last_label_of_name.size()) [[likely]] {
+    last = &last_label_of_name[l.name];
+  } else if (l.name < kNamesRemembered) {  // ids are dense (a file's strings): grown a few times
+    last_label_of_name.resize(std::max<size_t>(size_t(l.name) + 1, 2 * last_label_of_name.size()),
+                              PackedSpan::kEscaped);
+    last = &last_label_of_name[l.name];
+  }
+  if (*last < labels.size() && labels[*last].same_as(l)) [[likely]]
+    return *last;
+  return find_label(l, *last);
 }
 
-inline uint16_t SpanChunk::find_stream(Stream key, bool& fits) {
-  if (streams.size() <= kScannedStreams) {
-    for (size_t i = streams.size(); i-- > 0;)  // a handful, the newest most likely
-      if (streams[i] == key) return static_cast<uint16_t>(i);
-  } else if (auto it = stream_lookup.find(lookup_key(key)); it != stream_lookup.end()) {
-    return it->second;
+inline uint32_t SpanChunk::find_label(const Label& l, uint32_t& last) {
+  auto [it, added] = label_lookup.try_emplace(l, static_cast<uint32_t>(labels.size()));
+  if (added) {
+    if (labels.size() >= PackedSpan::kEscaped) {  // 4 G labels: the rest are kept whole
+      label_lookup.erase(it);
+      return PackedSpan::kEscaped;
+    }
+    labels.push_back(l);
   }
-  fits = streams.size() <= UINT16_MAX;
-  if (!fits) return 0;
-  streams.push_back(key);
-  if (streams.size() > kScannedStreams) {  // hostile files: no quadratic scan (built once, when crossed)
-    for (size_t i = stream_lookup.size(); i < streams.size(); ++i)
-      stream_lookup.emplace(lookup_key(streams[i]), uint16_t(i));
-  }
-  return static_cast<uint16_t>(streams.size() - 1);
+  last = it->second;
+  return it->second;
 }
 
 [[gnu::always_inline]] inline PackedSpan SpanChunk::pack(const GpuSpan& a) {
   PackedSpan p;
   p.start_ns = a.start_ns;
-  p.name = a.name;
-  p.section = a.section;
-  p.kind = a.kind;
-  p.flags = a.nccl ? PackedSpan::kNccl : 0;
   const bool api = a.api_start_ns || a.api_end_ns;
   int64_t duration = 0, lead = 0, api_duration = 0;
   bool fits = !__builtin_sub_overflow(a.end_ns, a.start_ns, &duration) && duration >= 0 && duration <= UINT32_MAX;
@@ -233,11 +263,11 @@ inline uint16_t SpanChunk::find_stream(Stream key, bool& fits) {
   p.duration_ns = static_cast<uint32_t>(duration);
   p.launch_lead_ns = api ? static_cast<uint32_t>(lead) : PackedSpan::kNoApi;
   p.api_duration_ns = static_cast<uint32_t>(api_duration);
-  if (fits) p.stream = stream_index(a.device, a.stream, fits);
+  if (fits) p.label = label_of({a.name, a.section, a.stream, a.device, a.kind, a.nccl});
   // Fits: unpack gives back exactly `a` (each offset was taken without overflow and is added back
   // the same way; known host times stay known, as their offsets are not kNoApi).
-  if (fits) return p;
-  p.flags |= PackedSpan::kEscaped;
+  if (fits && p.label != PackedSpan::kEscaped) return p;
+  p.label = PackedSpan::kEscaped;
   p.duration_ns = static_cast<uint32_t>(escaped.size());
   escaped.push_back(a);
   return p;

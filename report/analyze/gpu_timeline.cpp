@@ -108,17 +108,17 @@ void first_seen_groups(const GpuTimeline& g, std::vector<StreamKey>& keys, std::
     for (size_t i = 0; i < group.size(); ++i) group[i] = key_index(keys, {g.at(i).device, g.at(i).stream});
     return;
   }
-  // One file's records: its stream table numbers the pairs already.
+  // One file's records: its labels say the pair, each looked up once.
   const SpanChunk& c = *g.in_chunk;
-  std::vector<uint32_t> key_of_stream(c.streams.size(), UINT32_MAX);
+  std::vector<uint32_t> key_of_label(c.labels.size(), UINT32_MAX);
   for (size_t i = 0; i < group.size(); ++i) {
     const PackedSpan& p = c.packed[g.in_chunk_first + i];
-    if (p.flags & PackedSpan::kEscaped) {
+    if (SpanChunk::is_escaped(p)) {
       group[i] = key_index(keys, {g.at(i).device, g.at(i).stream});
       continue;
     }
-    uint32_t& k = key_of_stream[p.stream];
-    if (k == UINT32_MAX) k = key_index(keys, {c.streams[p.stream].device, c.streams[p.stream].stream});
+    uint32_t& k = key_of_label[p.label];
+    if (k == UINT32_MAX) k = key_index(keys, {c.labels[p.label].device, c.labels[p.label].stream});
     group[i] = k;
   }
 }

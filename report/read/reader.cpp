@@ -755,6 +755,7 @@ std::vector<Segment> parse_files(const std::vector<std::string>& files, const Re
     if (opts.compact_gpu && parsed[i].segment) {
       compact_gpu_records(parsed[i].segment->windows);  // JSON records
       consolidate_gpu_spans(*parsed[i].segment);
+      parsed[i].segment->gpu_spans.drop_label_lookups();
     }
     strings.file_done(i);
     progress.file_done(i);

@@ -36,7 +36,7 @@ int64_t shifted(int64_t t, int64_t d) {
 // Escaped records are shifted in SpanChunk::escaped first.
 template <class ShiftSpan>
 void shift_packed(SpanChunk& chunk, PackedSpan& p, ShiftSpan shift_span) {
-  if (p.flags & PackedSpan::kEscaped) {
+  if (SpanChunk::is_escaped(p)) {
     p.start_ns = chunk.unpack(p).start_ns;
     return;
   }

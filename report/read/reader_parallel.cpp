@@ -55,8 +55,9 @@ void remap(const IdMap& map, std::vector<Span>& spans) {
 }
 
 void remap(const IdMap& map, SpanChunk& chunk) {
-  remap(map, chunk.packed);  // escaped records' names too: the packed copy's are not read for them
+  remap(map, chunk.labels);  // the records' names and sections are their labels'
   remap(map, chunk.escaped);
+  chunk.drop_label_lookups();
 }
 
 void remap(const IdMap& map, Collective& c) {

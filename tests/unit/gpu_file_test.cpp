@@ -7,6 +7,7 @@
 #include <fstream>
 #include <climits>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -469,9 +470,10 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   EXPECT_EQ(span_of(made).device, -1);
 }
 
-// Issue 29: a file's records are kept packed in 32 bytes, their host and GPU lengths as 32-bit
-// offsets from the GPU start and (device, stream) as an index. Whatever does not pack exactly is
-// kept whole: every record reads back as it was, at the limits of each offset and of int64.
+// Issue 29: a file's records are kept packed in 24 bytes, their host and GPU lengths as 32-bit
+// offsets from the GPU start and what they share with other records (name, section, device,
+// stream, kind, NCCL) as a label. Whatever does not pack exactly is kept whole: every record reads
+// back as it was, at the limits of each offset and of int64.
 std::vector<laggard::report::GpuSpan> awkward_spans() {
   using laggard::report::GpuSpan;
   std::vector<GpuSpan> out;
@@ -511,22 +513,25 @@ std::vector<laggard::report::GpuSpan> awkward_spans() {
 
 TEST(SpanChunk, EveryRecordReadsBackAsItWasPackedOrKeptWhole) {
   using namespace laggard::report;
-  static_assert(sizeof(PackedSpan) == 32, "what keeps 960 x 903 x 50 kernels in 2 GiB");
+  static_assert(sizeof(PackedSpan) == 24, "what keeps 960 x 903 x 50 kernels in 2 GiB");
   const std::vector<GpuSpan> spans = awkward_spans();
   SpanChunk chunk;
   for (const GpuSpan& s : spans) chunk.push_back(s);
   ASSERT_EQ(chunk.size(), spans.size());
   for (size_t i = 0; i < spans.size(); ++i) EXPECT_TRUE(chunk.at(i) == spans[i]) << i;
   EXPECT_EQ(chunk.escaped.size(), 9u);  // the nine that say why above
-  EXPECT_LE(chunk.streams.size(), 8u);  // (device, stream) pairs, once each
+  EXPECT_EQ(chunk.labels.size(), 16u - 9u);  // every packed record its own: each has its own name
   SpanRange range(chunk, 2, 3);
   std::vector<GpuSpan> seen(range.begin(), range.end());
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_TRUE(seen[2] == spans[4]);
 }
 
-// A file of more (device, stream) pairs than 16 bits can number keeps the rest whole.
-TEST(SpanChunk, StreamsPastTheIndexAreKeptWhole) {
+// Records share labels: one per (name, section, device, stream, kind, NCCL) however the records
+// interleave, a name seen again in another section or on another stream gets its own, and a file
+// of more (device, stream) pairs than 16 bits can number still packs every record (the 32-byte
+// layout kept the pairs past 65,536 whole).
+TEST(SpanChunk, RecordsShareOneLabelPerNameSectionAndStream) {
   using namespace laggard::report;
   SpanChunk chunk;
   std::vector<GpuSpan> spans;
@@ -534,14 +539,62 @@ TEST(SpanChunk, StreamsPastTheIndexAreKeptWhole) {
     GpuSpan s;
     s.start_ns = 1000 + i;
     s.end_ns = 2000 + i;
-    s.stream = i;
-    s.device = 0;
+    s.name = i % 7;                 // interleaved names
+    s.section = i % 3 == 0 ? 5 : 6;  // each name in two sections
+    s.stream = i < 1000 ? 9 : i;     // then a stream per record
+    s.device = int16_t(i % 2);
+    s.nccl = s.name == 3;
     spans.push_back(s);
     chunk.push_back(s);
   }
-  EXPECT_EQ(chunk.streams.size(), 65'536u);
-  EXPECT_EQ(chunk.escaped.size(), 70'000u - 65'536u);
+  spans.push_back(spans[5]);  // a label met long before
+  chunk.push_back(spans[5]);
+  spans.push_back(spans[5]);
+  spans.back().name = StringTable::kNone;  // no name, and an id no string table holds
+  chunk.push_back(spans.back());
+  spans.push_back(spans[5]);
+  spans.back().name = 0xfffffff0u;
+  chunk.push_back(spans.back());
+  EXPECT_EQ(chunk.escaped.size(), 0u);
+  std::set<std::tuple<uint32_t, uint32_t, uint32_t, int16_t, bool>> distinct;
+  for (const GpuSpan& s : spans) distinct.insert({s.name, s.section, s.stream, s.device, s.nccl});
+  EXPECT_EQ(chunk.labels.size(), distinct.size());
   for (size_t i = 0; i < spans.size(); ++i) ASSERT_TRUE(chunk.at(i) == spans[i]) << i;
+}
+
+// The reader renumbers a file's string ids into the run's (reader_parallel.cpp) by its labels: the
+// records read back renamed, and records packed after that (a rank shifted in time is packed
+// again) find or make labels by the new ids.
+TEST(SpanChunk, RenamedLabelsReadBackAndLabelRecordsPackedLater) {
+  using namespace laggard::report;
+  SpanChunk chunk;
+  GpuSpan a;
+  a.start_ns = 1000;
+  a.end_ns = 2000;
+  a.name = 0;
+  a.section = 1;
+  chunk.push_back(a);
+  GpuSpan b = a;
+  b.name = 1;
+  chunk.push_back(b);
+  for (SpanChunk::Label& l : chunk.labels) {  // as remap does: 0 -> 1, 1 -> 0
+    l.name = 1 - l.name;
+    l.section = 7;
+  }
+  chunk.drop_label_lookups();
+  EXPECT_EQ(chunk.at(0).name, 1u);
+  EXPECT_EQ(chunk.at(1).name, 0u);
+  EXPECT_EQ(chunk.at(0).section, 7u);
+  GpuSpan c = a;
+  c.name = 1;
+  c.section = 7;
+  chunk.push_back(c);
+  GpuSpan d = a;
+  d.section = 1;  // name 0, section 1: no record has it now
+  chunk.push_back(d);
+  EXPECT_TRUE(chunk.at(2) == c);
+  EXPECT_TRUE(chunk.at(3) == d);
+  EXPECT_EQ(chunk.at(0).name, 1u);
 }
 
 // A rank whose clock disagrees is shifted (reader_checks.cpp): packed records move with their
