@@ -1,5 +1,6 @@
 // The report's analyses against synthetic runs with one injected fault each: every analysis
 // must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
+#include <set>
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -706,6 +707,122 @@ TEST(GpuTimeline, JitterAndBreakdownAreTheSameFromSpansAsFromRecords) {
     EXPECT_EQ(ba.ranks[r].idle.host_wait_ns, bb.ranks[r].idle.host_wait_ns);
     EXPECT_EQ(ba.ranks[r].types.comp_ns, bb.ranks[r].types.comp_ns);
     EXPECT_EQ(ba.ranks[r].launch.median_delay_ns, bb.ranks[r].launch.median_delay_ns);
+  }
+}
+
+// Issue 29: the breakdown tallies a rank kept in one file's packed array by the reader's labels
+// (name, section, type), each counted once, and the rest record by record. Both give the same
+// report as the records themselves, to the bit: sums by section, by kernel name and by type, and the
+// launch statistics, with records kept whole beside the array (a kernel of over 4.3 s) and names
+// seen as two types among them.
+TEST(Breakdown, ARankInOnePackedArrayIsTalliedAsItsRecords) {
+  Spec spec;
+  spec.ranks = 3;
+  spec.faults.push_back(Fault{Fault::Kind::slow_gpu, 1, 1.3});
+  RunModel full = synth::make_run(spec);
+  for (RankData& r : full.ranks)
+    for (CaptureWindow& w : r.windows)
+      for (size_t i = 0; i < w.gpu.size(); ++i) {
+        GpuActivity& a = w.gpu[i];
+        if (i % 97 == 5) a.end_ns = a.start_ns + 5'000'000'000;  // kept whole: over 4.3 s
+        if (i % 89 == 7) a.kind = GpuKind::memcpy;  // its name is a kernel's elsewhere: two types
+      }
+  RunModel packed = full;
+  size_t kept_whole = 0;
+  for (RankData& r : packed.ranks) {
+    r.span_chunks.emplace_back();
+    SpanChunk& chunk = r.span_chunks[0];
+    for (CaptureWindow& w : r.windows) {
+      w.gpu_spans_chunk = 0;
+      w.gpu_spans_first = uint32_t(chunk.size());
+      w.gpu_spans_count = uint32_t(w.gpu.size());
+      for (const GpuActivity& a : w.gpu) chunk.push_back(span_of(a));
+      w.gpu.clear();
+    }
+    kept_whole += chunk.escaped.size();
+    ASSERT_NE(index_gpu(r).in_chunk, nullptr);  // the labels' path, not the records'
+  }
+  EXPECT_GT(kept_whole, 0u);
+  const StepSet steps = detect_steps(full, "");
+  BreakdownOptions every_kernel;
+  every_kernel.top_kernels = 100'000;
+  const BreakdownReport a = analyze_breakdown(full, steps, every_kernel), b = analyze_breakdown(packed, steps, every_kernel);
+  ASSERT_TRUE(a.available);
+  ASSERT_TRUE(b.available);
+  auto same_types = [](const TypeTotals& x, const TypeTotals& y) {
+    return x.comp_ns == y.comp_ns && x.comm_ns == y.comm_ns && x.mem_ns == y.mem_ns && x.comp == y.comp &&
+           x.comm == y.comm && x.mem == y.mem;
+  };
+  ASSERT_EQ(a.by_section.size(), b.by_section.size());
+  for (const auto& [section, totals] : a.by_section) {
+    ASSERT_TRUE(b.by_section.count(section)) << section;
+    EXPECT_TRUE(same_types(totals, b.by_section.at(section))) << section;
+  }
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    EXPECT_TRUE(same_types(a.ranks[r].types, b.ranks[r].types)) << r;
+    EXPECT_EQ(a.ranks[r].launch.with_launch, b.ranks[r].launch.with_launch) << r;
+    EXPECT_EQ(a.ranks[r].launch.short_kernels, b.ranks[r].launch.short_kernels) << r;
+    EXPECT_EQ(a.ranks[r].launch.median_delay_ns, b.ranks[r].launch.median_delay_ns) << r;
+    EXPECT_EQ(a.ranks[r].launch.p95_delay_ns, b.ranks[r].launch.p95_delay_ns) << r;
+    EXPECT_EQ(a.ranks[r].launch.median_runtime_ns, b.ranks[r].launch.median_runtime_ns) << r;
+  }
+  ASSERT_EQ(a.top.size(), b.top.size());
+  std::set<std::string> types;
+  for (size_t i = 0; i < a.top.size(); ++i) {
+    EXPECT_EQ(a.top[i].name, b.top[i].name) << i;
+    EXPECT_EQ(a.top[i].type, b.top[i].type) << i;
+    EXPECT_EQ(a.top[i].count, b.top[i].count) << i;
+    EXPECT_EQ(a.top[i].total_ns, b.top[i].total_ns) << i;
+    EXPECT_EQ(a.top[i].max_rank, b.top[i].max_rank) << i;
+    types.insert(a.top[i].type);
+  }
+  EXPECT_GT(types.size(), 1u);
+}
+
+// A name seen as two types (a hostile or odd file) is listed with its last record's type, whichever
+// of its labels was made first and whether that record is packed or kept whole.
+TEST(Breakdown, ANameOfTwoTypesTakesItsLastRecordsTypeWhenPacked) {
+  for (bool last_kept_whole : {false, true}) {
+    RunModel full;
+    const uint32_t k = full.strings.intern("k"), other = full.strings.intern("other");
+    RankData r;
+    r.rank = 0;
+    CaptureWindow w;
+    w.start_ns = 0;
+    w.end_ns = 100'000'000'000;
+    w.gpu_sampled = true;
+    const GpuKind kinds[] = {GpuKind::kernel, GpuKind::kernel, GpuKind::memcpy, GpuKind::memset};
+    const uint32_t names[] = {k, other, k, k};
+    for (int i = 0; i < 4; ++i) {
+      GpuActivity a;
+      a.api_start_ns = 1'000 * (i + 1);
+      a.api_end_ns = a.api_start_ns + 10;
+      a.start_ns = a.api_start_ns + 100;
+      a.end_ns = a.start_ns + (i == 3 && last_kept_whole ? 5'000'000'000 : 50);
+      a.name = names[i];
+      a.kind = kinds[i];
+      w.gpu.push_back(a);
+    }
+    r.windows.push_back(w);
+    full.ranks.push_back(r);
+    RunModel packed = full;
+    RankData& p = packed.ranks[0];
+    p.span_chunks.emplace_back();
+    for (const GpuActivity& a : p.windows[0].gpu) p.span_chunks[0].push_back(span_of(a));
+    p.windows[0].gpu_spans_count = 4;
+    p.windows[0].gpu.clear();
+    ASSERT_EQ(p.span_chunks[0].escaped.size(), last_kept_whole ? 1u : 0u);
+    ASSERT_NE(index_gpu(p).in_chunk, nullptr);
+    const StepSet steps = detect_steps(full, "");
+    for (const RunModel* m : {&full, &packed}) {
+      const BreakdownReport b = analyze_breakdown(*m, steps);
+      ASSERT_TRUE(b.available);
+      const auto it = std::find_if(b.top.begin(), b.top.end(), [](const TopKernel& t) { return t.name == "k"; });
+      ASSERT_NE(it, b.top.end());
+      EXPECT_EQ(it->type, "MEM") << (m == &full ? "records" : "packed") << " " << last_kept_whole;
+      EXPECT_EQ(it->count, 3u);
+    }
   }
 }
 
