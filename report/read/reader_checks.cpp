@@ -62,6 +62,7 @@ void shift_rank(RankData& r, int64_t d) {
   for (SpanChunk& chunk : r.span_chunks) {  // unreferenced spans too: harmless, and one pass
     for (GpuSpan& a : chunk.escaped) shift_span(a);
     for (PackedSpan& p : chunk.packed) shift_packed(chunk, p, shift_span);
+    chunk.drop_label_lookups();  // what a record packed again looked its label up in
   }
   for (CaptureWindow& w : r.windows) {
     shift(w.start_ns);
