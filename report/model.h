@@ -183,7 +183,7 @@ struct SpanChunk {
   [[gnu::always_inline]] void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
   [[gnu::always_inline]] void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
   void reserve(size_t n) { packed.reserve(n); }
-  // The lookups serve packing only: freed once a file is read (about 40 KB a file of 903 kernel
+  // The lookups serve packing only: freed once a file is read (about 50 KB a file of 903 kernel
   // names; a chunk packed again later, shifted in time, builds them anew), and wrong once the
   // labels' string ids were renumbered (reader_parallel.cpp).
   void drop_label_lookups() {
