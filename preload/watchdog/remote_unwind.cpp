@@ -221,21 +221,6 @@ struct RemoteUnwinder::Impl {
   Page cache[16];
   const ModuleMap* map = nullptr;
 
-  // Whether the call ending at ret went to callee: directly, or through a PLT stub whose GOT slot
-  // holds it (the slot is in the caller's file-backed mapping, bound by then unless lazily).
-  CallerMatch caller_match(uint64_t ret, uint64_t callee) {
-    uint8_t before[8], stub[16];
-    if (!callee || !read_code(ret - 8, before, 8)) return CallerMatch::unknown;
-    const uint64_t target = direct_call_target(before, ret);
-    if (!target) return CallerMatch::unknown;  // an indirect call
-    if (target == callee) return CallerMatch::verified;
-    uint64_t slot = 0, bound = 0;
-    if (!read_code(target, stub, sizeof stub) || !(slot = plt_stub_slot(stub, target)))
-      return CallerMatch::contradicted;
-    if (!read_code(slot, &bound, sizeof bound)) return CallerMatch::unknown;
-    return bound == callee ? CallerMatch::verified : CallerMatch::unknown;  // lazy, IFUNC or an alias
-  }
-
   bool read_code(uint64_t addr, void* out, size_t len) {
     uint8_t* to = static_cast<uint8_t*>(out);
     while (len > 0) {
@@ -400,10 +385,10 @@ int RemoteUnwinder::unwind(const StackSnapshot& s, uint64_t* pcs, int max) {
     unw_word_t sp = 0;
     if (u.get_reg(&c, UNW_REG_SP, &sp) != 0) break;
     const uint64_t stuck_in = function_start(f, n == 1 ? pcs[0] : pcs[n - 1] - 1);
+    auto read = [&](uint64_t at, uint8_t* buf, size_t len) { return u.read_code(at, buf, len); };
     FrameRecord r = find_frame_record(
-        s, sp, [&](uint64_t pc) { return map_.module_of(pc) != nullptr; },
-        [&](uint64_t at, uint8_t* buf, size_t len) { return u.read_code(at, buf, len); },
-        [&](uint64_t ret) { return u.caller_match(ret, stuck_in); });
+        s, sp, [&](uint64_t pc) { return map_.module_of(pc) != nullptr; }, read,
+        [&](uint64_t ret, const uint8_t* before) { return call_went_to(before, ret, stuck_in, read); });
     if (!r.at) break;
     f.known = 0;
     f.regs[kRegFp] = r.saved_fp;

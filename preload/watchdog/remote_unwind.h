@@ -78,8 +78,9 @@ class RemoteUnwinder {
 // The start of the frame record that the frame-pointer walk of an x86-64 or aarch64 stack would
 // use, searching up from sp in s: a saved frame pointer (0 or higher up the stack) followed by
 // a return address right after a call instruction. is_code(addr) says whether a pc may lie at
-// addr; read(addr, buf, n) reads code bytes; caller_match(ret) whether the call before ret went
-// to the function the unwind is stuck in. 0 when none is found within 16 KiB.
+// addr; read(addr, buf, n) reads code bytes; caller_match(ret, before) whether the call before ret
+// (before: the 8 code bytes ending there) went to the function the unwind is stuck in
+// (call_went_to). 0 when none is found within 16 KiB.
 //
 // A frame holds stale records of calls it made earlier (its locals are not cleared), below its
 // own: the first record up from sp was often one of those (a hang report named a destructor
@@ -103,6 +104,23 @@ uint64_t direct_call_target(const uint8_t* before, uint64_t ret);
 // bnd prefix): 0 when the 16 bytes at stub are not such a stub.
 uint64_t plt_stub_slot(const uint8_t* code, uint64_t stub);
 
+// Whether the call ending at ret (before: the 8 code bytes ending there) went to callee: directly,
+// or through a PLT stub whose GOT slot holds it (the slot is in the caller's file-backed mapping,
+// bound by then unless lazily). read(addr, buf, n) reads code bytes.
+template <typename ReadCode>
+CallerMatch call_went_to(const uint8_t* before, uint64_t ret, uint64_t callee, ReadCode read_code) {
+  if (!callee) return CallerMatch::unknown;
+  const uint64_t target = direct_call_target(before, ret);
+  if (!target) return CallerMatch::unknown;  // an indirect call
+  if (target == callee) return CallerMatch::verified;
+  uint8_t stub[16], slot_bytes[8];
+  uint64_t slot = 0, bound = 0;
+  if (!read_code(target, stub, sizeof stub) || !(slot = plt_stub_slot(stub, target))) return CallerMatch::contradicted;
+  if (!read_code(slot, slot_bytes, sizeof slot_bytes)) return CallerMatch::unknown;
+  __builtin_memcpy(&bound, slot_bytes, sizeof bound);
+  return bound == callee ? CallerMatch::verified : CallerMatch::unknown;  // lazy, IFUNC or an alias
+}
+
 template <typename IsCode, typename ReadCode, typename Match>
 FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_code, ReadCode read_code,
                               Match caller_match) {
@@ -119,7 +137,7 @@ FrameRecord find_frame_record(const StackSnapshot& s, uint64_t sp, IsCode is_cod
     uint8_t before[8];
     if (!read_code(ret - 8, before, 8) || !follows_call_instruction(before, 8)) continue;
     const FrameRecord r{at, saved, ret};
-    switch (caller_match(ret)) {
+    switch (caller_match(ret, before)) {
       case CallerMatch::verified: return r;
       case CallerMatch::unknown: if (!unchecked.at) unchecked = r; break;
       case CallerMatch::contradicted: if (!other.at) other = r; break;

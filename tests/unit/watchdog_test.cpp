@@ -87,27 +87,13 @@ struct StaleAndRealRecords {
     std::memcpy(bytes + at, &fp, 8);
     std::memcpy(bytes + at + 8, &ret, 8);
   }
-  // As RemoteUnwinder's: a direct call, or one through a PLT stub, checked against kStuck.
-  CallerMatch caller_match(uint64_t ret) const {
-    uint8_t before[8], stub[16];
-    if (!code.read(ret - 8, before, 8)) return CallerMatch::unknown;
-    const uint64_t target = direct_call_target(before, ret);
-    if (!target) return CallerMatch::unknown;
-    if (target == kStuck) return CallerMatch::verified;
-    if (!code.read(target, stub, 16)) return CallerMatch::contradicted;
-    const uint64_t slot = plt_stub_slot(stub, target);
-    if (!slot) return CallerMatch::contradicted;
-    uint8_t bound[8];
-    uint64_t v = 0;
-    if (!code.read(slot, bound, 8)) return CallerMatch::unknown;
-    std::memcpy(&v, bound, 8);
-    return v == kStuck ? CallerMatch::verified : CallerMatch::unknown;
-  }
   FrameRecord find(bool check_callers) const {
+    auto read = [&](uint64_t at, uint8_t* out, size_t n) { return code.read(at, out, n); };
     return find_frame_record(
-        s, s.stack_start, [](uint64_t pc) { return pc >= 0x1000 && pc < 0x10000; },
-        [&](uint64_t at, uint8_t* out, size_t n) { return code.read(at, out, n); },
-        [&](uint64_t ret) { return check_callers ? caller_match(ret) : CallerMatch::unknown; });
+        s, s.stack_start, [](uint64_t pc) { return pc >= 0x1000 && pc < 0x10000; }, read,
+        [&](uint64_t ret, const uint8_t* before) {  // as RemoteUnwinder's, checked against kStuck
+          return check_callers ? call_went_to(before, ret, kStuck, read) : CallerMatch::unknown;
+        });
   }
 };
 
