@@ -133,10 +133,11 @@ std::vector<std::vector<double>> within_rank_excess(const std::vector<std::vecto
 // Both are taken as changes against the rank's own usual excess: a rank that is slower in the
 // section all along and waited in a few steps (elsewhere) made the section "follow" the wait, and
 // the rank's slowdown was taken out with it in those steps (slope 0.97: a whole-run slowdown came
-// out as a transient of steps 0-33, Issue30.ALateWaitOutsideASection...).
-double slope(const Signal& s, const std::vector<std::vector<double>>& wait) {
-  const size_t nsteps = std::min(s.ns.size(), wait.size());
-  const std::vector<std::vector<double>> x = within_rank_excess(s.ns, nsteps), w = within_rank_excess(wait, nsteps);
+// out as a transient of steps 0-33, Issue30.ALateWaitOutsideASection...). w: the wait's
+// within_rank_excess over the same steps as the section's rows, the same for every section.
+double slope(const Signal& s, const std::vector<std::vector<double>>& w) {
+  const size_t nsteps = std::min(s.ns.size(), w.size());
+  const std::vector<std::vector<double>> x = within_rank_excess(s.ns, nsteps);
   double xy = 0, xx = 0;
   for (size_t k = 0; k < nsteps; ++k)
     for (size_t r = 0; r < x[k].size() && r < w[k].size(); ++r) {
@@ -194,11 +195,15 @@ void take_out_cpu_wait(const RunModel& model, const StepSet& steps, StepSignals&
   if (!measured) return;
   signals.cpu_wait = std::move(wait);
   signals.sections_less_wait = signals.sections;
+  // What every section is compared with, once: the sections' rows are the same steps (section_signals).
+  const std::vector<std::vector<double>> wait_excess = within_rank_excess(signals.cpu_wait, signals.cpu_wait.size());
+  std::vector<double> wait_median(signals.cpu_wait.size());
+  for (size_t k = 0; k < wait_median.size(); ++k) wait_median[k] = row_median(signals.cpu_wait[k]);
   for (Signal& s : signals.sections_less_wait) {
-    const double b = slope(s, signals.cpu_wait);
+    const double b = slope(s, wait_excess);
     signals.wait_slope[s.name] = b;
     for (size_t k = 0; k < s.ns.size() && k < signals.cpu_wait.size(); ++k) {
-      const double mw = row_median(signals.cpu_wait[k]);
+      const double mw = wait_median[k];
       for (size_t r = 0; r < s.ns[k].size(); ++r)
         if (!std::isnan(mw) && !std::isnan(signals.cpu_wait[k][r])) s.ns[k][r] -= b * (signals.cpu_wait[k][r] - mw);
     }
