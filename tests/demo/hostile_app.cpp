@@ -155,9 +155,7 @@ int close_fds() {
   return 0;
 }
 
-// Laggard keeps no descriptor in the application's table and opens none there, not even for a
-// moment (files/private_fds.h): an application opening files while the flush thread reads
-// schedstat 20 times a second got fd 4 where it expected 3.
+// A thread's name as /proc shows it (comm_path: its comm file).
 std::string thread_name(const char* comm_path) {
   char comm[32] = {};
   if (FILE* f = std::fopen(comm_path, "r")) {
@@ -198,6 +196,9 @@ int thread_names(size_t expected) {
   return 0;
 }
 
+// Laggard keeps no descriptor in the application's table and opens none there, not even for a
+// moment (files/private_fds.h): an application opening files while the flush thread reads
+// schedstat 20 times a second got fd 4 where it expected 3.
 int lowest_fd(int ms) {
   close_fds_from_3();
   ranges("step", 5, 20);
