@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fork_gate.h"
+
 namespace laggard::cupti {
 namespace {
 
@@ -278,7 +280,7 @@ LoadResult load_cupti(const LoaderOptions& o, const AcceptFn& accept) {
   std::vector<std::string> not_found;
   std::vector<std::string> seen;  // files already tried (a NOLOAD hit is also a candidate path)
   auto attempt = [&](const std::string& what, int flags) -> bool {
-    void* h = dlopen(what.c_str(), flags);
+    void* h = load_library(what.c_str(), flags);
     if (!h) {
       if (!(flags & RTLD_NOLOAD)) {
         const char* e = dlerror();

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "fork_gate.h"
+
 namespace laggard::nvml {
 
 template <class F>
@@ -17,7 +19,7 @@ F GpuHealth::sym(const char* name) {
 
 std::string GpuHealth::load(const std::string& library) {
   const std::string file = library.empty() ? "libnvidia-ml.so.1" : library;
-  lib_ = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  lib_ = load_library(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib_) return file + " not found";
   auto init = sym<InitFn>("nvmlInit_v2");
   get_count_ = sym<GetCountFn>("nvmlDeviceGetCount_v2");

@@ -28,6 +28,7 @@
 #include "thread_aggregates.h"
 #include "tsc_clock.h"
 #include "config.h"
+#include "fork_gate.h"
 #include "log.h"
 #include "pause_control.h"
 #include "plugin_env.h"
@@ -489,7 +490,10 @@ void activate() {
   rt.capture = Capture{rt.names.get(), rt.recorder.get(), rt.start_end.get()};
   g_capture.store(&rt.capture, std::memory_order_release);
   g_state.store(1);
-  std::atexit(on_atexit);
+  {
+    ForkGate no_fork_while;  // fork_gate.h: a child must not inherit the exit list's lock
+    std::atexit(on_atexit);
+  }
   install_signal_handlers();
   for (const SourceHooks& src : sources()) {
     try {

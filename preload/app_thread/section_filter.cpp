@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "fork_gate.h"
+
 namespace laggard {
 
 struct SectionFilter::Api {
@@ -18,10 +20,12 @@ namespace {
 const SectionFilter::Api* load_api(std::string* error) {
   static std::once_flag once;
   static SectionFilter::Api api{};
-  static std::string load_error;
+  // Never destroyed: a static with a destructor registers it with __cxa_atexit when first reached,
+  // on whichever thread that is, and a fork meanwhile leaves the child's exit() stuck (fork_gate.h).
+  static std::string& load_error = *new std::string;
   std::call_once(once, [] {
     std::string path = re2_shim_path();
-    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* h = load_library(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char* e = ::dlerror();
       load_error = "cannot load " + path + " (" + (e ? e : "?") + ")";

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "fork_gate.h"
+
 namespace laggard {
 namespace {
 
@@ -64,7 +66,7 @@ struct Zstd {
 const Zstd& zstd() {
   static const Zstd z = [] {
     Zstd r;
-    void* h = ::dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    void* h = load_library("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) return r;
     r.bound = reinterpret_cast<size_t (*)(size_t)>(::dlsym(h, "ZSTD_compressBound"));
     r.compress = reinterpret_cast<size_t (*)(void*, size_t, const void*, size_t, int)>(::dlsym(h, "ZSTD_compress"));

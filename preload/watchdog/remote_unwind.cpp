@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 
+#include "fork_gate.h"
+
 #ifdef LAGGARD_HAVE_LIBUNWIND
 #include <libunwind.h>
 #endif
@@ -316,7 +318,7 @@ std::string RemoteUnwinder::load(const std::string& library) {
   const std::string file = "libunwind-" LAGGARD_UNW_ARCH ".so.8";
   size_t slash = library.rfind('/');
   std::string path = slash == std::string::npos ? file : library.substr(0, slash + 1) + file;
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = load_library(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) return path + " not found (install libunwind8)";
   auto impl = std::make_unique<Impl>();
   const std::string u = "_U" LAGGARD_UNW_ARCH "_";

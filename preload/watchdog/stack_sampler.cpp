@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fork_gate.h"
 #include "log.h"
 #include "range_stack.h"
 #include "safe_write.h"
@@ -163,7 +164,7 @@ struct LocalNames {
 LocalNames g_names;
 
 void load_local_names(const std::string& library) {
-  void* h = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = load_library(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) return;
   LocalNames n;
   n.init_local2 = reinterpret_cast<decltype(n.init_local2)>(dlsym(h, LAGGARD_UNW_LOCAL("init_local2")));

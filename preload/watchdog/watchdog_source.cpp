@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "fork_gate.h"
 #include "source.h"
 #include "watchdog.h"
 #include "writer.h"
@@ -98,7 +99,10 @@ void on_activate() {
     return;
   }
   g_watchdog.store(w, std::memory_order_release);
-  std::atexit(stop_at_exit);
+  {
+    ForkGate no_fork_while;  // fork_gate.h: a child must not inherit the exit list's lock
+    std::atexit(stop_at_exit);
+  }
   log_info("hang watchdog on: a report after %.1f s without progress, again every %.1f s", cfg.hang_s,
            cfg.repeat_s);
 }

@@ -1,0 +1,44 @@
+#pragma once
+// Keeps the application's forks out while laggard does something a child must not inherit half-done.
+//
+// glibc's fork() resets in the child only the locks it knows about (malloc's, stdio's, the dynamic
+// loader's: posix/fork.c, glibc 2.36); the lock of the exit-handler list (__exit_funcs_lock,
+// stdlib/cxa_atexit.c) is copied as it is. A child forked while another thread is inside atexit()
+// or __cxa_atexit() finds it held by a thread it does not have and waits in exit() for ever.
+// A program does that at its own times; laggard would do it at times the program did not choose:
+// registering its exit handlers when capture starts (on the thread of the first NVTX call), and
+// loading CUPTI, NVML or RE2, whose constructors register theirs. So those steps run inside a
+// ForkGate, and laggard's fork-prepare handler waits for open gates to close.
+#include <dlfcn.h>
+
+namespace laggard {
+
+// While one is alive, a fork by another thread waits (at most kForkWaitLimitNs) until it is gone.
+// Nested gates on one thread are one gate; one opened by a fork handler of the forking thread
+// keeps nothing out. Not for signal handlers.
+class ForkGate {
+ public:
+  ForkGate();
+  ~ForkGate();
+  ForkGate(const ForkGate&) = delete;
+  ForkGate& operator=(const ForkGate&) = delete;
+
+ private:
+  bool counted_;  // this gate is the one its thread counts in the open gates
+};
+
+// A fork waits this long at most: past it, a gate holder may itself be waiting for the forking
+// thread (a library constructor calling pthread_atfork, whose lock fork holds while it prepares).
+constexpr long long kForkWaitLimitNs = 1'000'000'000;
+
+// dlopen inside a ForkGate: for a library that may not be loaded yet (its constructors run).
+void* load_library(const char* path, int flags);
+
+// Forks that had to wait for a gate, and those that gave up waiting (for tests and the log).
+struct ForkGateCounts {
+  long waited = 0;
+  long gave_up = 0;
+};
+ForkGateCounts fork_gate_counts();
+
+}  // namespace laggard
