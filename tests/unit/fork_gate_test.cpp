@@ -60,6 +60,7 @@ TEST(ForkGate, AChildForkedWhileAnotherThreadRegistersExitHandlersInAGateCanExit
   const ForkGateCounts before = fork_gate_counts();
   std::atomic<bool> stop{false};
   std::atomic<long> registered{0};
+  std::atomic<bool> forks_done{false};
   std::thread registering([&] {
     // 64 at a time in one gate, so a fork nearly always meets an open one; capped so the exit list
     // stays ~13 MB (32 B an entry): 400,000 take 20-40 ms here, 4-55 forks.
@@ -69,6 +70,9 @@ TEST(ForkGate, AChildForkedWhileAnotherThreadRegistersExitHandlersInAGateCanExit
       registered.fetch_add(64, std::memory_order_relaxed);
     }
     stop = true;
+    // Alive until the last fork: a thread ended but not joined is a "thread leak" to TSan's
+    // check at a child's _exit.
+    while (!forks_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   while (registered.load() == 0) std::this_thread::yield();
   int forks = 0, hung_or_failed = 0;
@@ -78,6 +82,7 @@ TEST(ForkGate, AChildForkedWhileAnotherThreadRegistersExitHandlersInAGateCanExit
     if (!child_exited_cleanly(pid)) ++hung_or_failed;
   }
   stop = true;
+  forks_done = true;
   registering.join();
   const ForkGateCounts after = fork_gate_counts();
   std::printf("%d forks while %ld exit handlers were registered\n", forks, registered.load());
@@ -90,7 +95,7 @@ TEST(ForkGate, AChildForkedWhileAnotherThreadRegistersExitHandlersInAGateCanExit
 }
 
 TEST(ForkGate, AForkWaitsForAnotherThreadsGateAndGoesOnWhenItCloses) {
-  std::atomic<bool> open{false};
+  std::atomic<bool> open{false}, forked{false};
   std::atomic<int64_t> closed_at{0};
   std::thread holder([&] {
     {
@@ -99,12 +104,14 @@ TEST(ForkGate, AForkWaitsForAnotherThreadsGateAndGoesOnWhenItCloses) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       closed_at = now_ns();
     }
+    while (!forked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // TSan, as above
   });
   while (!open.load()) std::this_thread::yield();
   const ForkGateCounts before = fork_gate_counts();
   pid_t pid = fork();
   if (pid == 0) _exit(0);
   const int64_t forked_at = now_ns();
+  forked = true;
   holder.join();
   ASSERT_GT(pid, 0);
   EXPECT_TRUE(child_exited_cleanly(pid));
