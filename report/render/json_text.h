@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 
@@ -71,7 +73,7 @@ class JsonWriter {
   }
 
   // An array of n elements, render(i, writer) writing element i: in batches, each batch's
-  // elements rendered on every core and written out before the next batch is rendered. Fewer
+  // elements rendered on every core and written out while the next batch is rendered. Fewer
   // than `serial_below` elements are written here, on this thread: small ones are not worth a
   // thread start (big ones, such as a step of every rank's divergences, set it to 2).
   static constexpr size_t kSerialBelow = 64;
@@ -141,24 +143,42 @@ void JsonWriter::parallel_array(size_t n, Render&& render, size_t serial_below) 
   // element: fewer blocks to allocate, grow and splice, and a block of small elements (a number
   // each: a worst wait's 10,000 arrivals) is worth a thread where one alone is not. At 10,000
   // ranks of summaries the JSON text took 70 ms instead of 86.
+  // A batch goes out to the sink on a thread of its own while the next one is rendered: writing it
+  // (the kernel copying a few MB into the page cache) used to leave the other cores idle. The
+  // batches go out in order, and only that thread touches this writer meanwhile.
   constexpr size_t kBatch = 4096;
-  const std::string separator = ",\n" + std::string(size_t(2 * level()), ' ');  // next_element's
-  std::vector<std::string> texts;
+  const int indent = level();
+  const std::string separator = ",\n" + std::string(size_t(2 * indent), ' ');  // next_element's
+  std::vector<std::string> texts, going_out;
+  auto send = [this](std::vector<std::string>& batch) {
+    for (std::string& t : batch) {
+      spliced(t);
+      std::string().swap(t);
+    }
+  };
+  std::future<void> sent;  // after what it sends: its destructor waits for it
   for (size_t first = 0; first < n; first += kBatch) {
     const size_t m = std::min(kBatch, n - first);
     const size_t per_block = std::max<size_t>(1, m / (size_t(analysis_threads()) * 16));
     texts.assign((m + per_block - 1) / per_block, std::string());
     parallel_for(texts.size(), [&](size_t b) {
-      JsonWriter w(level());
+      JsonWriter w(indent);
       for (size_t k = b * per_block, end = std::min(m, k + per_block); k < end; ++k) {
         if (k != b * per_block) w.out_ += separator;
         render(first + k, w);
       }
       texts[b] = std::move(w.out_);
     });
-    for (std::string& t : texts) {
-      spliced(t);
-      std::string().swap(t);
+    if (sent.valid()) sent.get();
+    going_out.swap(texts);
+    if (first + kBatch >= n) {
+      send(going_out);  // the last batch: nothing left to render beside it
+      break;
+    }
+    try {
+      sent = std::async(std::launch::async, [&] { send(going_out); });
+    } catch (const std::system_error&) {
+      send(going_out);  // no thread to be had: out from here, as before
     }
   }
   end_array();
