@@ -149,6 +149,7 @@ int collect_object(dl_phdr_info* info, size_t, void* data) {
 
 LoadedObjects loaded_objects() {
   LoadedObjects out;
+  ForkGate no_fork_while;  // fork_gate.h: fork leaves dl_iterate_phdr's lock held in the child
   dl_iterate_phdr(&collect_object, &out);
   return out;
 }
@@ -333,6 +334,7 @@ int find_driver(dl_phdr_info* info, size_t, void* found) {
 
 bool driver_mapped() {
   bool found = false;
+  ForkGate no_fork_while;  // every flush tick: fork_gate.h
   dl_iterate_phdr(find_driver, &found);
   return found;
 }

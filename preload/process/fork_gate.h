@@ -5,10 +5,14 @@
 // loader's: posix/fork.c, glibc 2.36); the lock of the exit-handler list (__exit_funcs_lock,
 // stdlib/cxa_atexit.c) is copied as it is. A child forked while another thread is inside atexit()
 // or __cxa_atexit() finds it held by a thread it does not have and waits in exit() for ever.
+// The same holds for the lock dl_iterate_phdr takes (dl_load_write_lock): a child forked while
+// another thread walks the loaded objects hangs in its own next walk or in dlopen of a new library
+// (a DataLoader worker importing a module), as a test program showed on Debian 12's glibc 2.36.
 // A program does that at its own times; laggard would do it at times the program did not choose:
-// registering its exit handlers when capture starts (on the thread of the first NVTX call), and
-// loading CUPTI, NVML or RE2, whose constructors register theirs. So those steps run inside a
-// ForkGate, and laggard's fork-prepare handler waits for open gates to close.
+// registering its exit handlers when capture starts (on the thread of the first NVTX call),
+// loading CUPTI, NVML or RE2, whose constructors register theirs, and walking the loaded objects
+// (looking for libcuda at every flush tick). So those steps run inside a ForkGate, and laggard's
+// fork-prepare handler waits for open gates to close.
 #include <dlfcn.h>
 
 namespace laggard {

@@ -179,6 +179,7 @@ void load_local_names(const std::string& library) {
 std::string proc_name(uint64_t ip, uint64_t* offset) {
 #ifdef LAGGARD_HAVE_LIBUNWIND
   if (!g_names.set_reg) return "";
+  ForkGate no_fork_while;  // libunwind's local cursor may walk the loaded objects (fork_gate.h)
   unw_context_t ctx;
   unw_cursor_t cursor;
   if (g_names.getcontext(&ctx) != 0 || g_names.init_local2(&cursor, &ctx, 0) != 0) return "";

@@ -1,11 +1,13 @@
 // The fork gate (preload/process/fork_gate.h): a child forked while another thread registers an
-// exit handler inside a gate can still exit; a fork waits for a gate another thread holds and goes
-// on once it closes, does not wait for its own thread's gate, and gives up after the limit.
+// exit handler, or walks the loaded objects, inside a gate can still exit or walk them; a fork
+// waits for a gate another thread holds and goes on once it closes, does not wait for its own
+// thread's gate, and gives up after the limit.
 //
-// Without the gate the first test's children hang: glibc's fork copies the exit list's lock
-// (__exit_funcs_lock, stdlib/cxa_atexit.c) held by the registering thread, and a child's own
-// atexit() then waits for it for ever (seen as most of its 100 children hanging, gdb showing
-// __lll_lock_wait_private in __new_exitfn).
+// Without the gate the first two tests' children hang, on their first fork here: glibc's fork
+// copies the exit list's lock (__exit_funcs_lock, stdlib/cxa_atexit.c) and dl_iterate_phdr's,
+// held by the other thread, and the child's own atexit() or dl_iterate_phdr() waits for ever
+// (gdb: __lll_lock_wait_private).
+#include <link.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -92,6 +94,44 @@ TEST(ForkGate, AChildForkedWhileAnotherThreadRegistersExitHandlersInAGateCanExit
     EXPECT_GT(after.waited, before.waited) << "no fork met an open gate: the race was not exercised";
   }
   EXPECT_EQ(after.gave_up, before.gave_up);
+}
+
+int count_object(dl_phdr_info*, size_t, void* n) {
+  ++*static_cast<long*>(n);
+  return 0;
+}
+
+TEST(ForkGate, AChildForkedWhileAnotherThreadWalksTheLoadedObjectsInAGateCanWalkThem) {
+  // dl_iterate_phdr's lock is not reset in a child either (glibc 2.36): laggard walks the loaded
+  // objects at every flush tick, looking for libcuda (cupti_loader.cpp driver_mapped).
+  const ForkGateCounts before = fork_gate_counts();
+  std::atomic<bool> stop{false};
+  std::atomic<long> walks{0};
+  std::thread walking([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      ForkGate no_fork_while;
+      long objects = 0;
+      for (int i = 0; i < 16; ++i) dl_iterate_phdr(count_object, &objects);
+      walks.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  while (walks.load() == 0) std::this_thread::yield();
+  int hung_or_failed = 0;
+  for (int forks = 0; forks < 50; ++forks) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      long objects = 0;
+      dl_iterate_phdr(count_object, &objects);
+      _exit(objects > 0 ? 0 : 1);
+    }
+    ASSERT_GE(pid, 0);
+    if (!child_exited_cleanly(pid)) ++hung_or_failed;
+  }
+  stop = true;
+  walking.join();
+  EXPECT_EQ(hung_or_failed, 0);
+  EXPECT_GT(fork_gate_counts().waited, before.waited) << "no fork met an open gate: the race was not exercised";
+  EXPECT_EQ(fork_gate_counts().gave_up, before.gave_up);
 }
 
 TEST(ForkGate, AForkWaitsForAnotherThreadsGateAndGoesOnWhenItCloses) {
