@@ -5,6 +5,8 @@
 
 #include <atomic>
 
+#include "clock.h"
+
 namespace laggard {
 namespace {
 
@@ -21,12 +23,6 @@ thread_local int t_gates_held __attribute__((tls_model("initial-exec"))) = 0;
 thread_local bool t_counted __attribute__((tls_model("initial-exec"))) = false;
 thread_local bool t_forking __attribute__((tls_model("initial-exec"))) = false;
 
-long long mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 void pause_briefly() {
   const timespec step{0, 100'000};
   nanosleep(&step, nullptr);
@@ -39,7 +35,7 @@ void before_fork() {
   g_fork_preparing.store(true);
   if (g_open_gates.load() == own_gates()) return;
   g_waited.fetch_add(1, std::memory_order_relaxed);
-  const long long deadline = mono_ns() + kForkWaitLimitNs;
+  const int64_t deadline = mono_ns() + kForkWaitLimitNs;
   while (g_open_gates.load() != own_gates()) {
     if (mono_ns() > deadline) {
       g_gave_up.fetch_add(1, std::memory_order_relaxed);

@@ -15,6 +15,8 @@
 // fork-prepare handler waits for open gates to close.
 #include <dlfcn.h>
 
+#include <cstdint>
+
 namespace laggard {
 
 // While one is alive, a fork by another thread waits (at most kForkWaitLimitNs) until it is gone.
@@ -33,12 +35,12 @@ class ForkGate {
 
 // A fork waits this long at most: past it, a gate holder may itself be waiting for the forking
 // thread (a library constructor calling pthread_atfork, whose lock fork holds while it prepares).
-constexpr long long kForkWaitLimitNs = 1'000'000'000;
+constexpr int64_t kForkWaitLimitNs = 1'000'000'000;
 
 // dlopen inside a ForkGate: for a library that may not be loaded yet (its constructors run).
 void* load_library(const char* path, int flags);
 
-// Forks that had to wait for a gate, and those that gave up waiting (for tests and the log).
+// Forks that had to wait for a gate, and those that gave up waiting (for the tests).
 struct ForkGateCounts {
   long waited = 0;
   long gave_up = 0;

@@ -10,7 +10,6 @@
 #include <link.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "clock.h"
 #include "fork_gate.h"
 
 namespace laggard {
@@ -27,18 +27,12 @@ namespace fork_gate_test {
 
 void registered_and_never_run_early() {}
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-}
-
 // Waits up to 5 s for the child; true when it exited with status 0, false when it hung (killed).
 bool child_exited_cleanly(pid_t pid) {
-  const int64_t deadline = now_ns() + 5'000'000'000LL;
+  const int64_t deadline = mono_ns() + 5'000'000'000LL;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (now_ns() > deadline) {
+    if (mono_ns() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return false;
@@ -142,7 +136,7 @@ TEST(ForkGate, AForkWaitsForAnotherThreadsGateAndGoesOnWhenItCloses) {
       ForkGate gate;
       open = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      closed_at = now_ns();
+      closed_at = mono_ns();
     }
     while (!forked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // TSan, as above
   });
@@ -150,7 +144,7 @@ TEST(ForkGate, AForkWaitsForAnotherThreadsGateAndGoesOnWhenItCloses) {
   const ForkGateCounts before = fork_gate_counts();
   pid_t pid = fork();
   if (pid == 0) _exit(0);
-  const int64_t forked_at = now_ns();
+  const int64_t forked_at = mono_ns();
   forked = true;
   holder.join();
   ASSERT_GT(pid, 0);
@@ -191,10 +185,10 @@ TEST(ForkGate, AForkGivesUpWaitingAfterTheLimit) {
   });
   while (!open.load()) std::this_thread::yield();
   const ForkGateCounts before = fork_gate_counts();
-  const int64_t start = now_ns();
+  const int64_t start = mono_ns();
   pid_t pid = fork();
   if (pid == 0) _exit(0);
-  const int64_t waited_ns = now_ns() - start;
+  const int64_t waited_ns = mono_ns() - start;
   release = true;
   holder.join();
   ASSERT_GT(pid, 0);
