@@ -56,15 +56,15 @@ int type_of(const GpuActivity& a, const StringTable& strings) {
   return type_bit(hta_kernel_type(strings.at(a.name)));
 }
 
-struct Interval {
+struct HtaInterval {
   int64_t ts, end;
 };
 
 // hta.utils.utils.merge_kernel_intervals: sorted by ts, a new group starts where ts exceeds the
 // largest end so far; each group spans [min ts, max end].
-std::vector<Interval> merge(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.ts < b.ts; });
-  std::vector<Interval> out;
+std::vector<HtaInterval> hta_merge(std::vector<HtaInterval> v) {
+  std::sort(v.begin(), v.end(), [](const HtaInterval& a, const HtaInterval& b) { return a.ts < b.ts; });
+  std::vector<HtaInterval> out;
   int64_t cummax = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     if (i == 0 || v[i].ts > cummax) out.push_back(v[i]);
@@ -77,25 +77,25 @@ std::vector<Interval> merge(std::vector<Interval> v) {
   return out;
 }
 
-int64_t covered(const std::vector<Interval>& merged) {
+int64_t covered(const std::vector<HtaInterval>& merged) {
   int64_t sum = 0;
   for (const auto& i : merged) sum += i.end - i.ts;
   return sum;
 }
 
-std::vector<Interval> of_type(const std::vector<Ev>& evs, int bit) {
-  std::vector<Interval> v;
+std::vector<HtaInterval> of_type(const std::vector<Ev>& evs, int bit) {
+  std::vector<HtaInterval> v;
   for (const Ev& e : evs)
     if (e.type == bit) v.push_back({e.ts, e.end});
-  return merge(std::move(v));
+  return hta_merge(std::move(v));
 }
 
 // The sweep of _get_gpu_kernel_type_time / get_comm_comp_overlap: +bit at each merged interval's
 // start, -bit at its end; the time to the next change is credited to the running combination.
-std::map<int, int64_t> sweep(const std::vector<std::pair<int, std::vector<Interval>>>& by_type) {
+std::map<int, int64_t> sweep(const std::vector<std::pair<int, std::vector<HtaInterval>>>& by_type) {
   std::vector<std::pair<int64_t, int>> changes;
   for (const auto& [bit, merged] : by_type)
-    for (const Interval& i : merged) {
+    for (const HtaInterval& i : merged) {
       changes.push_back({i.ts, bit});
       changes.push_back({i.end, -bit});
     }
@@ -164,9 +164,9 @@ RankEvents events_of(const RankData& r, const StringTable& strings, const HtaClo
 }
 
 void temporal(const std::vector<Ev>& all, HtaRank& r) {
-  std::vector<Interval> v;
+  std::vector<HtaInterval> v;
   for (const Ev& e : all) v.push_back({e.ts, e.end});
-  std::vector<Interval> merged = merge(v);
+  std::vector<HtaInterval> merged = hta_merge(v);
   r.kernel_time_us = merged.back().end - merged.front().ts;
   r.idle_us = r.kernel_time_us - covered(merged);
   r.compute_us = covered(of_type(all, kComp));
@@ -247,7 +247,7 @@ HtaReport analyze_hta(const RunModel& model, const HtaOptions& opt) {
       launch_stats(ev.gpu, model.strings, clock, opt, r);
       for (auto& [running, us] : sweep({{kComp, of_type(all, kComp)}, {kComm, of_type(all, kComm)}, {kMem, of_type(all, kMem)}}))
         rep.kernel_types_us[combination_name(running)] += us;
-      std::vector<Interval> comm = of_type(all, kComm);
+      std::vector<HtaInterval> comm = of_type(all, kComm);
       if (covered(comm) > 0) {
         std::map<int, int64_t> t = sweep({{kComm, comm}, {kComp, of_type(all, kComp)}});
         double ratio = double(t[kComm | kComp]) / double(covered(comm));

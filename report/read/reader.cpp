@@ -32,6 +32,7 @@
 #include "reader_integrity.h"
 #include "reader_parallel.h"
 #include "reader_cpu_wait.h"
+#include "span_chunks.h"
 #include "reader_pause.h"
 #include "reader_nccl.h"
 #include "health_analysis.h"
@@ -853,7 +854,34 @@ std::map<ImageKey, std::vector<Segment*>> choose_run(RunModel& model, std::vecto
   return by_process;
 }
 
-// One process image's segment files as one RankData: the newest file's header, every window once.
+// The records of a rank's files, when they go into one array (span_chunks.h): they fit its 32-bit
+// positions. 0: one array per file.
+size_t spans_in_one_array(const std::vector<Segment*>& segs) {
+  uint64_t records = 0, labels = 0;
+  for (const Segment* s : segs) {
+    records += s->gpu_spans.size();
+    labels += s->gpu_spans.labels.size();
+  }
+  return spans_fit_one_array(records, labels) ? size_t(records) : 0;
+}
+
+// Where a file's records went: the rank's array `chunk`, from `first`.
+struct SpansAt {
+  uint32_t chunk, first;
+};
+SpansAt add_spans(RankData& r, SpanChunk&& spans, size_t one_array_records) {
+  const auto next = static_cast<uint32_t>(r.span_chunks.size());
+  if (spans.empty()) return {next, 0};  // its windows have no records in an array
+  if (!one_array_records || r.span_chunks.empty()) {
+    r.span_chunks.push_back(std::move(spans));
+    if (one_array_records) r.span_chunks.back().packed.reserve(one_array_records);  // the rank's sum: each file copied once
+    return {next, 0};
+  }
+  return {0, append_spans(r.span_chunks.front(), std::move(spans))};
+}
+
+// One process image's segment files as one RankData: the newest file's header, every window once;
+// their records in one array where they fit (span_chunks.h).
 RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
   std::sort(segs.begin(), segs.end(), [](Segment* a, Segment* b) { return a->segment < b->segment; });
   RankData r;
@@ -879,16 +907,17 @@ RankData join_segments(const ImageKey& key, std::vector<Segment*>& segs) {
   r.dropped = std::move(last.dropped);  // cumulative in every file; the last one is the newest
   r.sections_filter = last.sections_filter;
   std::set<uint64_t> seen;
+  const size_t one_array_records = spans_in_one_array(segs);
   for (Segment* s : segs) {
     r.files.push_back(s->path);
     r.folded_ranges += s->folded_ranges;
     r.data_end_ns = std::max(r.data_end_ns, s->data_end_ns);
     r.windows_lost = std::max(r.windows_lost, s->windows_lost);  // cumulative, like dropped
-    const auto chunk = static_cast<uint32_t>(r.span_chunks.size());
-    if (!s->gpu_spans.empty()) r.span_chunks.push_back(std::move(s->gpu_spans));
+    const SpansAt at = add_spans(r, std::move(s->gpu_spans), one_array_records);
     for (auto& w : s->windows)
       if (seen.insert(w.index).second) {
-        w.gpu_spans_chunk = chunk;  // a window left out here leaves its spans unreferenced
+        w.gpu_spans_chunk = at.chunk;  // a window left out here leaves its spans unreferenced
+        w.gpu_spans_first += at.first;
         r.windows.push_back(std::move(w));
       }
   }

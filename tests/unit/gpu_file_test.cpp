@@ -17,6 +17,7 @@
 #include "gpu_timeline.h"
 #include "reader_checks.h"
 #include "reader.h"
+#include "span_chunks.h"
 #include "writer.h"
 
 namespace fs = std::filesystem;
@@ -712,10 +713,12 @@ bool same_spans(const laggard::report::GpuTimeline& a, const laggard::report::Gp
   return true;
 }
 
-// Issue 29: the reader keeps a file's compact records in one array, each window a range of it, and
+// Issue 29: the reader keeps a rank's compact records in one array, each window a range of it, and
 // the analyses' timeline reads a rank's records there when they are in launch order: no pointer a
-// record. Several files of one rank (one array each) are read through pointers. Either way the
-// timeline is the one of the full records, in both file formats.
+// record. A rank's several files (a long job's) are joined into that one array too
+// (span_chunks.h); records kept in several arrays (models made otherwise, or more than 32-bit
+// positions hold) are read through pointers. Every way, the timeline is the one of the full
+// records, in both file formats.
 TEST(GpuFile, TheTimelineReadsARanksRecordsWhereTheReaderKeepsThem) {
   using namespace laggard::report;
   for (laggard::FileFormat format : {laggard::FileFormat::json, laggard::FileFormat::binary})
@@ -730,7 +733,8 @@ TEST(GpuFile, TheTimelineReadsARanksRecordsWhereTheReaderKeepsThem) {
       ASSERT_EQ(compact.ranks.size(), 1u) << what;
       const RankData& r = compact.ranks[0];
       ASSERT_EQ(r.windows.size(), 4u) << what;
-      EXPECT_EQ(r.span_chunks.size(), per_file == 1 ? 4u : 1u) << what;
+      EXPECT_EQ(r.files.size(), per_file == 1 ? 4u : 1u) << what;
+      EXPECT_EQ(r.span_chunks.size(), 1u) << what;
       for (const CaptureWindow& w : r.windows) {
         EXPECT_TRUE(w.gpu_spans.empty()) << what;
         EXPECT_EQ(r.spans_of(w).size(), 6u) << what;
@@ -738,13 +742,65 @@ TEST(GpuFile, TheTimelineReadsARanksRecordsWhereTheReaderKeepsThem) {
       const GpuTimeline a = index_gpu(full.ranks[0]), b = index_gpu(r);
       EXPECT_EQ(a.size(), 24u) << what;
       EXPECT_TRUE(same_spans(a, b)) << what;
-      if (per_file == 10) {
-        EXPECT_TRUE(b.by_launch.empty()) << what;
-        EXPECT_EQ(b.in_chunk, &r.span_chunks[0]) << what;
-      } else {
-        EXPECT_EQ(b.by_launch.size(), 24u) << what;
+      EXPECT_TRUE(b.by_launch.empty()) << what;
+      EXPECT_EQ(b.in_chunk, &r.span_chunks[0]) << what;
+
+      // The same records kept one array per window: through pointers, the same timeline.
+      RankData split = r;
+      split.span_chunks.clear();
+      for (CaptureWindow& w : split.windows) {
+        SpanChunk own;
+        for (const GpuSpan& x : r.spans_of(w)) own.push_back(x);
+        w.gpu_spans_chunk = static_cast<uint32_t>(split.span_chunks.size());
+        w.gpu_spans_first = 0;
+        split.span_chunks.push_back(std::move(own));
       }
+      const GpuTimeline c = index_gpu(split);
+      EXPECT_TRUE(same_spans(a, c)) << what;
+      EXPECT_EQ(c.by_launch.size(), 24u) << what;
     }
+}
+
+// Joining a file's records onto another's: labels both have are shared, the others added, records
+// kept whole (escaped) keep their place in the joined table, and every record reads back as it was.
+TEST(GpuFile, AppendingAFilesRecordsKeepsEveryRecord) {
+  using namespace laggard::report;
+  auto span = [](int64_t start, uint32_t name, uint32_t stream, int64_t dur) {
+    GpuSpan a;
+    a.start_ns = start;
+    a.end_ns = start + dur;
+    a.api_start_ns = start - 100;
+    a.api_end_ns = start - 90;
+    a.name = name;
+    a.section = 9;
+    a.stream = stream;
+    a.device = 0;
+    return a;
+  };
+  const int64_t kLong = int64_t{5} << 32;  // longer than 32 bits of ns: kept whole
+  const std::vector<GpuSpan> first = {span(1000, 1, 7, 10), span(2000, 2, 7, kLong), span(3000, 1, 7, 30)};
+  const std::vector<GpuSpan> second = {span(4000, 2, 7, 40), span(5000, 3, 8, 50), span(6000, 1, 7, kLong),
+                                       span(7000, 3, 8, 70)};
+  SpanChunk into, from;
+  for (const GpuSpan& a : first) into.push_back(a);
+  for (const GpuSpan& a : second) from.push_back(a);
+  ASSERT_EQ(into.escaped.size(), 1u);
+  ASSERT_EQ(from.escaped.size(), 1u);
+  ASSERT_EQ(into.labels.size(), 1u);  // the kept-whole record takes no label
+  ASSERT_EQ(from.labels.size(), 2u);
+  EXPECT_EQ(append_spans(into, std::move(from)), 3u);
+  ASSERT_EQ(into.size(), 7u);
+  EXPECT_EQ(into.labels.size(), 3u);  // (1, 7) shared; (2, 7) and (3, 8) added
+  EXPECT_EQ(into.escaped.size(), 2u);
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(into.at(i), first[i]) << i;
+  for (size_t i = 0; i < second.size(); ++i) EXPECT_EQ(into.at(first.size() + i), second[i]) << i;
+  EXPECT_TRUE(from.empty());  // its memory goes with the call
+  // Packing more after the join reads back right too (labels are looked up anew).
+  into.push_back(span(8000, 3, 8, 80));
+  EXPECT_EQ(into.at(7), span(8000, 3, 8, 80));
+  EXPECT_TRUE(spans_fit_one_array(UINT32_MAX, 10));
+  EXPECT_FALSE(spans_fit_one_array(uint64_t{UINT32_MAX} + 1, 10));
+  EXPECT_FALSE(spans_fit_one_array(10, PackedSpan::kEscaped));
 }
 
 // A cut (laggard report --steps, --sections) drops records inside a window's range of its rank's
