@@ -107,35 +107,74 @@ Reference common_minimum(const std::vector<const KernelMap*>& maps) {
   return ref;
 }
 
-// One kernel statistic on its way into a rank's scopes: sorted, then folded into KernelMaps.
+// One compute kernel statistic of a capture window on its way into the rank's scopes: it counts in
+// scope 0 (all compute kernels) and in its section's, each for the whole run and for its report window.
 struct StatEntry {
-  int scope;   // 0: all compute kernels; else 1 + index of the section in RankBuild::sections
-  int window;  // report window; -1: the whole run
-  KernelKey key;
+  uint32_t key;  // in RankBuild::keys
+  int scope;     // 1 + index of its section in RankBuild::sections
+  int window;    // report window; -1: the rank's run lies in one report window (no window maps)
   double median, count, total_ns;
   uint64_t executions;
 };
 
-struct RankBuild {
-  std::vector<StatEntry> entries;
-  std::vector<uint32_t> sections;  // string ids, in order of first appearance
+struct KernelKeyHash {
+  size_t operator()(const KernelKey& k) const {
+    uint64_t h = k.name;
+    for (int d = 0; d < 3; ++d) h = (h ^ (uint64_t(k.grid[d]) << 32 | k.block[d])) * 0x9e3779b97f4a7c15u;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
 };
 
-// Folds sorted entries of one (scope, window) into a KernelMap: one KernelAcc per key.
-KernelMap fold(std::vector<StatEntry>::const_iterator b, std::vector<StatEntry>::const_iterator e,
+// A rank's statistics, kept per thread from rank to rank (build_rank empties it). Each kernel
+// (name and launch shape) gets a dense id once, so grouping the statistics by kernel, scope and
+// report window takes counting passes instead of a sort of every statistic: a sort grew faster
+// than the windows (issue 29: 24 ranks x 903 kernels x 200 windows spent 3.4 s of CPU in it).
+struct RankBuild {
+  std::vector<StatEntry> entries;  // in the order of the rank's capture windows
+  std::vector<uint32_t> sections;  // string ids, in order of first appearance
+  std::vector<KernelKey> keys;     // the rank's kernels, in order of first appearance
+  std::unordered_map<KernelKey, uint32_t, KernelKeyHash> key_ids;
+  // The ids of the previous capture window's statistics, by position, and this window's: a window
+  // usually lists the kernels of the one before in the same order, so most need no lookup.
+  std::vector<uint32_t> before, now;
+
+  void next_capture_window() {
+    before.swap(now);
+    now.clear();
+  }
+  uint32_t key_id(const KernelKey& k) {
+    const size_t at = now.size();
+    if (at < before.size() && keys[before[at]] == k) return now.emplace_back(before[at]);
+    auto [it, added] = key_ids.try_emplace(k, static_cast<uint32_t>(keys.size()));
+    if (added) keys.push_back(k);
+    return now.emplace_back(it->second);
+  }
+  void clear() {
+    entries.clear();
+    sections.clear();
+    keys.clear();
+    key_ids.clear();
+    before.clear();
+    now.clear();
+  }
+};
+
+// Folds entries of one (scope, window), grouped by kernel (equal ids together), into a KernelMap:
+// one KernelAcc per kernel, in the order of the groups.
+KernelMap fold(const std::vector<KernelKey>& keys, const StatEntry* b, const StatEntry* e,
                std::vector<std::pair<double, double>>& scratch) {
-  size_t keys = b != e;
-  for (auto it = b; it != e && it + 1 != e; ++it) keys += !(it->key == (it + 1)->key);
+  size_t n = b != e;
+  for (const StatEntry* it = b; it != e && it + 1 != e; ++it) n += it->key != (it + 1)->key;
   KernelMap m;
-  m.reserve(keys);  // sized once: every rank's maps are held until scored (issue 29: grown, 18 % of the peak)
+  m.reserve(n);  // sized once: every rank's maps are held until scored (issue 29: grown, 18 % of the peak)
   while (b != e) {
-    auto same = std::find_if(b, e, [&](const StatEntry& x) { return !(x.key == b->key); });
-    KernelAcc a{b->key};
+    const StatEntry* same = b;
+    KernelAcc a{keys[b->key]};
     scratch.clear();
-    for (auto it = b; it != same; ++it) {
-      scratch.emplace_back(it->median, it->count);
-      a.total_ns += it->total_ns;
-      a.count += it->executions;
+    for (; same != e && same->key == b->key; ++same) {
+      scratch.emplace_back(same->median, same->count);
+      a.total_ns += same->total_ns;
+      a.count += same->executions;
     }
     a.median = scratch.size() == 1 ? scratch[0].first : weighted_median_sorting(scratch);
     m.push_back(a);
@@ -144,24 +183,56 @@ KernelMap fold(std::vector<StatEntry>::const_iterator b, std::vector<StatEntry>:
   return m;
 }
 
-// The rank's gathered statistics as its scopes, whole run and per report window.
-RankKernelTotals build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
-  auto order = [](const StatEntry& a, const StatEntry& b) {
-    return std::tie(a.scope, a.window, a.key) < std::tie(b.scope, b.window, b.key);
-  };
-  std::stable_sort(rb.entries.begin(), rb.entries.end(), order);
-  RankKernelTotals acc;
-  for (auto b = rb.entries.begin(); b != rb.entries.end();) {
-    auto e = std::find_if(b, rb.entries.end(),
-                          [&](const StatEntry& x) { return x.scope != b->scope || x.window != b->window; });
-    const uint32_t section = b->scope == 0 ? 0 : rb.sections[b->scope - 1];
-    Scoped& sc = b->scope == 0 ? acc.all : acc.sections[section == StringTable::kNone ? kNoSection : strings.at(section)];
-    if (b->window < 0) sc.whole = fold(b, e, scratch);
-    else sc.by_window.emplace_back(b->window, fold(b, e, scratch));
+// The entries in kernel order (`place`: each id's position in it), each kernel's in their order:
+// a counting pass.
+void by_kernel(const std::vector<StatEntry>& in, const std::vector<uint32_t>& place, std::vector<StatEntry>& out) {
+  thread_local std::vector<uint32_t> start;
+  start.assign(place.size() + 1, 0);
+  for (const StatEntry& x : in) ++start[place[x.key] + 1];
+  for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+  out.resize(in.size());
+  for (const StatEntry& x : in) out[start[place[x.key]]++] = x;
+}
+
+// One scope's report windows, each folded in kernel order. The entries come in capture-window
+// order, so a window's are usually one run already.
+void fold_windows(const std::vector<KernelKey>& keys, const std::vector<uint32_t>& place, std::vector<StatEntry>& in,
+                  std::vector<std::pair<double, double>>& scratch, Scoped& sc) {
+  std::erase_if(in, [](const StatEntry& x) { return x.window < 0; });
+  auto window_order = [](const StatEntry& a, const StatEntry& b) { return a.window < b.window; };
+  if (!std::is_sorted(in.begin(), in.end(), window_order)) std::stable_sort(in.begin(), in.end(), window_order);
+  auto kernel_order = [&](const StatEntry& a, const StatEntry& b) { return place[a.key] < place[b.key]; };
+  for (auto b = in.begin(); b != in.end();) {
+    auto e = std::find_if(b, in.end(), [&](const StatEntry& x) { return x.window != b->window; });
+    std::stable_sort(b, e, kernel_order);  // a window's kernels: few
+    sc.by_window.emplace_back(b->window, fold(keys, &*b, &*b + (e - b), scratch));
     b = e;
   }
-  rb.entries.clear();
-  rb.sections.clear();
+}
+
+// The rank's gathered statistics as its scopes, whole run and per report window.
+RankKernelTotals build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
+  // place[id]: the kernel's position in key order (the maps' order).
+  thread_local std::vector<uint32_t> order, place;
+  order.resize(rb.keys.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return rb.keys[a] < rb.keys[b]; });
+  place.resize(order.size());
+  for (uint32_t i = 0; i < order.size(); ++i) place[order[i]] = i;
+  RankKernelTotals acc;
+  thread_local std::vector<StatEntry> in_scope, sorted;
+  for (int scope = 0; scope <= static_cast<int>(rb.sections.size()); ++scope) {
+    in_scope.clear();
+    for (const StatEntry& x : rb.entries)
+      if (scope == 0 || x.scope == scope) in_scope.push_back(x);
+    if (in_scope.empty()) continue;
+    const uint32_t section = scope == 0 ? 0 : rb.sections[scope - 1];
+    Scoped& sc = scope == 0 ? acc.all : acc.sections[section == StringTable::kNone ? kNoSection : strings.at(section)];
+    by_kernel(in_scope, place, sorted);
+    sc.whole = fold(rb.keys, sorted.data(), sorted.data() + sorted.size(), scratch);
+    fold_windows(rb.keys, place, in_scope, scratch, sc);
+  }
+  rb.clear();
   return acc;
 }
 
@@ -262,20 +333,14 @@ void count_stats(GpuWork& w, size_t ri, const KernelWindowStats& s, RankGpu& g) 
 }
 
 // A compute kernel's statistic into the rank's scopes: all kernels and its section, each for
-// the whole run and for report window k.
-void add_entries(RankBuild& rb, int k, const KernelWindowStats& s, bool whole_only) {
+// the whole run and for report window k (not when the rank's run is one report window).
+void add_entry(RankBuild& rb, int k, const KernelWindowStats& s, bool whole_only) {
   auto found = std::find(rb.sections.begin(), rb.sections.end(), s.section);
   const int scope = 1 + static_cast<int>(found - rb.sections.begin());
   if (found == rb.sections.end()) rb.sections.push_back(s.section);
-  StatEntry e{0, -1, KernelKey{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}},
-              double(s.median_ns), double(s.count), double(s.total_ns), s.count};
-  for (int sc : {0, scope})
-    for (int win : {-1, k}) {
-      if (whole_only && win != -1) continue;
-      e.scope = sc;
-      e.window = win;
-      rb.entries.push_back(e);
-    }
+  const uint32_t key = rb.key_id(KernelKey{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}});
+  rb.entries.push_back(StatEntry{key, scope, whole_only ? -1 : k, double(s.median_ns), double(s.count),
+                                 double(s.total_ns), s.count});
 }
 
 // The report window all of a rank's capture windows fall in, or -1 when they span several.
@@ -300,16 +365,16 @@ void gather(GpuWork& w) {
     // kernels has 5,000 entries, 280 KB grown from nothing again for every rank before.
     thread_local RankBuild rb;
     thread_local std::vector<std::pair<double, double>> scratch;
-    rb.entries.clear();  // a rank that threw left its entries
-    rb.sections.clear();
+    rb.clear();  // a rank that threw left its entries
     // A rank inside one report window (every rank of a short run): its window's statistics are
     // its whole run's, the same entries in the same order, so they are folded once and shared
     // (half the sorting and folding of the stage at 10,000 ranks of summaries).
     const int only = only_window(w, w.model.ranks[ri]);
     for (const CaptureWindow& cw : w.model.ranks[ri].windows) {
       const int k = report_window(w, cw);
+      rb.next_capture_window();
       for (const KernelWindowStats& s : cw.kernel_stats)
-        if (is_compute(s)) add_entries(rb, k, s, only >= 0);
+        if (is_compute(s)) add_entry(rb, k, s, only >= 0);
     }
     w.acc[ri] = build_rank(w.model.strings, rb, scratch);
     if (only >= 0) {

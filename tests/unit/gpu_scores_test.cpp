@@ -130,6 +130,49 @@ TEST(GpuScores, IndividualComparesWithTheRanksBestWindowSoFar) {
   EXPECT_EQ(st->windows, std::vector<int>{1});
 }
 
+// A rank's statistics are grouped by kernel, scope and report window without sorting them all
+// (issue 29): the scores must not depend on the order the capture windows or their kernels come in,
+// nor on a window listing one kernel twice (two sections). The same data in two orders: window 1
+// ends up with A 150 over both sections' records (weighted median of 150 and 150) and B 50.
+TEST(GpuScores, ScoresDoNotDependOnTheOrderOfWindowsAndKernels) {
+  auto build = [](bool shuffled) {
+    RunModel m;
+    RankData r0 = rank(0), r1 = rank(1);
+    std::vector<K> w0 = {{"", "A", 100, 10, 1000}, {"", "B", 50, 20, 1000}};
+    std::vector<K> w1 = {{"fwd", "A", 150, 5, 750}, {"", "B", 50, 20, 1000}, {"bwd", "A", 150, 5, 750}};
+    std::vector<K> other = {{"", "A", 100, 10, 1000}, {"", "B", 50, 20, 1000}};
+    if (shuffled) {
+      std::reverse(w0.begin(), w0.end());
+      std::reverse(w1.begin(), w1.end());
+      window(m, r0, 1, w1);  // the later window first in the rank's list
+      window(m, r0, 0, w0);
+      std::swap(r0.windows[0].index, r0.windows[1].index);
+    } else {
+      window(m, r0, 0, w0);
+      window(m, r0, 1, w1);
+    }
+    window(m, r1, 0, other);
+    window(m, r1, 1, other);
+    m.ranks = {r0, r1};
+    return m;
+  };
+  const RunModel ordered = build(false), shuffled = build(true);
+  const Scored a = score(ordered), b = score(shuffled);
+  ASSERT_EQ(a.gpu.windows.size(), 2u);
+  ASSERT_EQ(b.gpu.windows.size(), 2u);
+  EXPECT_NEAR(*a.gpu.windows[1][0].score.individual, 0.8, 1e-12);  // as in the test above
+  EXPECT_NEAR(*a.gpu.windows[1][0].score.relative, 0.8, 1e-12);    // rank 1's A 100 is the reference
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t i = 0; i < a.gpu.windows[k].size(); ++i) {
+      EXPECT_EQ(a.gpu.windows[k][i].score.individual, b.gpu.windows[k][i].score.individual) << k << " " << i;
+      EXPECT_EQ(a.gpu.windows[k][i].score.relative, b.gpu.windows[k][i].score.relative) << k << " " << i;
+    }
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(a.gpu.ranks[r].score.individual, b.gpu.ranks[r].score.individual) << r;
+    EXPECT_EQ(a.gpu.ranks[r].score.relative, b.gpu.ranks[r].score.relative) << r;
+  }
+}
+
 TEST(GpuScores, SectionScoresUseOnlyKernelsLaunchedInThatSection) {
   RunModel m;
   RankData r0 = rank(0), r1 = rank(1);
