@@ -1,7 +1,7 @@
 // laggard-bench-plot CSV SVG: draws bench/scale's points (its --csv) as one SVG with four log-log
 // panels, with the report's own SVG builder (report/render/render_html_svg.h): CPU time and peak
 // memory of `laggard report` against ranks (summaries) and against kernel records (detailed,
-// kernels and steps series), one line per series and file format, and a dotted line of slope 1
+// kernels, steps and windows series), one line per series and file format, and a dotted line of slope 1
 // through each line's first point, so a curve that bends above it grows faster than linearly.
 #include <algorithm>
 #include <cmath>
@@ -64,7 +64,8 @@ std::string number(double v) {
 const char* colour(const std::string& series, const std::string& format) {
   static const std::map<std::string, std::pair<const char*, const char*>> kColours = {
       {"ranks", {"#1f77b4", "#aec7e8"}},   {"detailed", {"#d62728", "#ff9896"}},
-      {"kernels", {"#2ca02c", "#98df8a"}}, {"steps", {"#9467bd", "#c5b0d5"}}};
+      {"kernels", {"#2ca02c", "#98df8a"}}, {"steps", {"#9467bd", "#c5b0d5"}},
+      {"windows", {"#8c564b", "#c49c94"}}};
   auto it = kColours.find(series);
   if (it == kColours.end()) return "#7f7f7f";
   return format == "json" ? it->second.second : it->second.first;
