@@ -184,21 +184,40 @@ KernelMap fold(const std::vector<KernelKey>& keys, const StatEntry* b, const Sta
 }
 
 // The entries in kernel order (`place`: each id's position in it), each kernel's in their order:
-// a counting pass.
-void by_kernel(const std::vector<StatEntry>& in, const std::vector<uint32_t>& place, std::vector<StatEntry>& out) {
+// a counting pass over the rank's kernels where the entries are many, a sort where they are few (a
+// section's: a run can have hundreds of sections, each with a few of the rank's kernels).
+void by_kernel(const StatEntry* b, const StatEntry* e, const std::vector<uint32_t>& place, std::vector<StatEntry>& out) {
+  out.assign(b, e);
+  if (out.size() < place.size() / 4) {
+    std::stable_sort(out.begin(), out.end(), [&](const StatEntry& x, const StatEntry& y) { return place[x.key] < place[y.key]; });
+    return;
+  }
   thread_local std::vector<uint32_t> start;
   start.assign(place.size() + 1, 0);
-  for (const StatEntry& x : in) ++start[place[x.key] + 1];
+  for (const StatEntry* x = b; x != e; ++x) ++start[place[x->key] + 1];
   for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
-  out.resize(in.size());
-  for (const StatEntry& x : in) out[start[place[x.key]]++] = x;
+  for (const StatEntry* x = b; x != e; ++x) out[start[place[x->key]]++] = *x;
+}
+
+// The entries of each section's scope together (1 + index in RankBuild::sections), each scope's
+// in their order; scope_start[s] is where scope s begins.
+void by_scope(const RankBuild& rb, std::vector<StatEntry>& out, std::vector<uint32_t>& scope_start) {
+  scope_start.assign(rb.sections.size() + 2, 0);
+  for (const StatEntry& x : rb.entries) ++scope_start[x.scope + 1];
+  for (size_t i = 1; i < scope_start.size(); ++i) scope_start[i] += scope_start[i - 1];
+  out.resize(rb.entries.size());
+  std::vector<uint32_t> at(scope_start.begin(), scope_start.end() - 1);
+  for (const StatEntry& x : rb.entries) out[at[x.scope]++] = x;
 }
 
 // One scope's report windows, each folded in kernel order. The entries come in capture-window
 // order, so a window's are usually one run already.
-void fold_windows(const std::vector<KernelKey>& keys, const std::vector<uint32_t>& place, std::vector<StatEntry>& in,
-                  std::vector<std::pair<double, double>>& scratch, Scoped& sc) {
-  std::erase_if(in, [](const StatEntry& x) { return x.window < 0; });
+void fold_windows(const std::vector<KernelKey>& keys, const std::vector<uint32_t>& place, const StatEntry* first,
+                  const StatEntry* last, std::vector<std::pair<double, double>>& scratch, Scoped& sc) {
+  thread_local std::vector<StatEntry> in;
+  in.clear();
+  for (const StatEntry* x = first; x != last; ++x)
+    if (x->window >= 0) in.push_back(*x);
   auto window_order = [](const StatEntry& a, const StatEntry& b) { return a.window < b.window; };
   if (!std::is_sorted(in.begin(), in.end(), window_order)) std::stable_sort(in.begin(), in.end(), window_order);
   auto kernel_order = [&](const StatEntry& a, const StatEntry& b) { return place[a.key] < place[b.key]; };
@@ -220,17 +239,19 @@ RankKernelTotals build_rank(const StringTable& strings, RankBuild& rb, std::vect
   place.resize(order.size());
   for (uint32_t i = 0; i < order.size(); ++i) place[order[i]] = i;
   RankKernelTotals acc;
-  thread_local std::vector<StatEntry> in_scope, sorted;
-  for (int scope = 0; scope <= static_cast<int>(rb.sections.size()); ++scope) {
-    in_scope.clear();
-    for (const StatEntry& x : rb.entries)
-      if (scope == 0 || x.scope == scope) in_scope.push_back(x);
-    if (in_scope.empty()) continue;
+  thread_local std::vector<StatEntry> grouped, sorted;
+  thread_local std::vector<uint32_t> scope_start;
+  by_scope(rb, grouped, scope_start);
+  for (size_t scope = 0; scope + 1 < scope_start.size(); ++scope) {
+    // Scope 0 (all compute kernels) takes every entry; a section's scope its own.
+    const StatEntry* first = scope == 0 ? rb.entries.data() : grouped.data() + scope_start[scope];
+    const StatEntry* last = scope == 0 ? rb.entries.data() + rb.entries.size() : grouped.data() + scope_start[scope + 1];
+    if (first == last) continue;
     const uint32_t section = scope == 0 ? 0 : rb.sections[scope - 1];
     Scoped& sc = scope == 0 ? acc.all : acc.sections[section == StringTable::kNone ? kNoSection : strings.at(section)];
-    by_kernel(in_scope, place, sorted);
+    by_kernel(first, last, place, sorted);
     sc.whole = fold(rb.keys, sorted.data(), sorted.data() + sorted.size(), scratch);
-    fold_windows(rb.keys, place, in_scope, scratch, sc);
+    fold_windows(rb.keys, place, first, last, scratch, sc);
   }
   rb.clear();
   return acc;

@@ -133,14 +133,18 @@ TEST(GpuScores, IndividualComparesWithTheRanksBestWindowSoFar) {
 // A rank's statistics are grouped by kernel, scope and report window without sorting them all
 // (issue 29): the scores must not depend on the order the capture windows or their kernels come in,
 // nor on a window listing one kernel twice (two sections). The same data in two orders: window 1
-// ends up with A 150 over both sections' records (weighted median of 150 and 150) and B 50.
+// ends up with A 150 over both sections' records (weighted median of 150 and 150), B 50 and twelve
+// kernels that take the same time on both ranks.
 TEST(GpuScores, ScoresDoNotDependOnTheOrderOfWindowsAndKernels) {
   auto build = [](bool shuffled) {
     RunModel m;
     RankData r0 = rank(0), r1 = rank(1);
     std::vector<K> w0 = {{"", "A", 100, 10, 1000}, {"", "B", 50, 20, 1000}};
-    std::vector<K> w1 = {{"fwd", "A", 150, 5, 750}, {"", "B", 50, 20, 1000}, {"bwd", "A", 150, 5, 750}};
-    std::vector<K> other = {{"", "A", 100, 10, 1000}, {"", "B", 50, 20, 1000}};
+    std::vector<K> w1 = {{"fwd", "A", 150, 5, 750}, {"fwd", "B", 50, 20, 1000}, {"bwd", "A", 150, 5, 750}};
+    std::vector<K> other = {{"fwd", "A", 100, 10, 1000}, {"fwd", "B", 50, 20, 1000}};
+    // Kernels of a section of their own, so that the sections with A hold few of the rank's kernels.
+    for (int i = 0; i < 12; ++i)
+      for (std::vector<K>* v : {&w0, &w1, &other}) v->push_back({"big", "X" + std::to_string(i), 40, 1, 40});
     if (shuffled) {
       std::reverse(w0.begin(), w0.end());
       std::reverse(w1.begin(), w1.end());
@@ -160,8 +164,8 @@ TEST(GpuScores, ScoresDoNotDependOnTheOrderOfWindowsAndKernels) {
   const Scored a = score(ordered), b = score(shuffled);
   ASSERT_EQ(a.gpu.windows.size(), 2u);
   ASSERT_EQ(b.gpu.windows.size(), 2u);
-  EXPECT_NEAR(*a.gpu.windows[1][0].score.individual, 0.8, 1e-12);  // as in the test above
-  EXPECT_NEAR(*a.gpu.windows[1][0].score.relative, 0.8, 1e-12);    // rank 1's A 100 is the reference
+  EXPECT_NEAR(*a.gpu.windows[1][0].score.individual, 2480.0 / 2980.0, 1e-12);  // (100/150 x 1500 + 1000 + 480) / 2980
+  EXPECT_NEAR(*a.gpu.windows[1][0].score.relative, 2480.0 / 2980.0, 1e-12);    // rank 1 has the same references
   for (size_t k = 0; k < 2; ++k)
     for (size_t i = 0; i < a.gpu.windows[k].size(); ++i) {
       EXPECT_EQ(a.gpu.windows[k][i].score.individual, b.gpu.windows[k][i].score.individual) << k << " " << i;
@@ -170,7 +174,15 @@ TEST(GpuScores, ScoresDoNotDependOnTheOrderOfWindowsAndKernels) {
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(a.gpu.ranks[r].score.individual, b.gpu.ranks[r].score.individual) << r;
     EXPECT_EQ(a.gpu.ranks[r].score.relative, b.gpu.ranks[r].score.relative) << r;
+    ASSERT_EQ(a.gpu.ranks[r].sections.size(), b.gpu.ranks[r].sections.size()) << r;
+    for (const auto& [name, sc] : a.gpu.ranks[r].sections) {
+      EXPECT_EQ(sc.relative, b.gpu.ranks[r].sections.at(name).relative) << r << " " << name;
+      EXPECT_EQ(sc.individual, b.gpu.ranks[r].sections.at(name).individual) << r << " " << name;
+    }
   }
+  // fwd in window 1 (A 150, B 50) against rank 1's fwd (A 100, B 50): (100/150 x 750 + 1000) / 1750.
+  ASSERT_TRUE(a.gpu.ranks[0].sections.count("fwd"));
+  EXPECT_NEAR(*a.gpu.windows[1][0].sections.at("fwd").relative, 1500.0 / 1750.0, 1e-12);
 }
 
 TEST(GpuScores, SectionScoresUseOnlyKernelsLaunchedInThatSection) {
