@@ -183,6 +183,10 @@ struct SpanChunk {
   [[gnu::always_inline]] void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
   [[gnu::always_inline]] void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
   void reserve(size_t n) { packed.reserve(n); }
+  // Appends another file's records after these, its labels and records kept whole renumbered into
+  // these tables; returns where they begin. A rank's files joined into one array
+  // (report/read/span_chunks.h, where the caller checks that the sums fit: spans_fit_one_array).
+  uint32_t append(SpanChunk&& other);
   // The lookups serve packing only: freed once a file is read (about 50 KB a file of 903 kernel
   // names; a chunk packed again later, shifted in time, builds them anew), and wrong once the
   // labels' string ids were renumbered (reader_parallel.cpp).

@@ -877,7 +877,7 @@ SpansAt add_spans(RankData& r, SpanChunk&& spans, size_t one_array_records) {
     if (one_array_records) r.span_chunks.back().packed.reserve(one_array_records);  // the rank's sum: each file copied once
     return {next, 0};
   }
-  return {0, append_spans(r.span_chunks.front(), std::move(spans))};
+  return {0, r.span_chunks.front().append(std::move(spans))};
 }
 
 // One process image's segment files as one RankData: the newest file's header, every window once;

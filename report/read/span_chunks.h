@@ -13,12 +13,8 @@
 
 namespace laggard::report {
 
-// Appends `from`'s records to `into`, in their order, with `from`'s labels and escaped records
-// renumbered into `into`'s tables; returns where they begin in `into`. The caller checks that the
-// sum fits 32-bit positions (spans_fit_one_array).
-uint32_t append_spans(SpanChunk& into, SpanChunk&& from);
-
-// Whether arrays of these sizes (records, labels) fit one array: positions and label ids are 32-bit.
+// Whether a rank's arrays of these sizes (records, labels) fit one array, joined by
+// SpanChunk::append: positions and label ids are 32-bit.
 bool spans_fit_one_array(uint64_t records, uint64_t labels);
 
 }  // namespace laggard::report

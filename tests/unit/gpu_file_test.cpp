@@ -788,7 +788,7 @@ TEST(GpuFile, AppendingAFilesRecordsKeepsEveryRecord) {
   ASSERT_EQ(from.escaped.size(), 1u);
   ASSERT_EQ(into.labels.size(), 1u);  // the kept-whole record takes no label
   ASSERT_EQ(from.labels.size(), 2u);
-  EXPECT_EQ(append_spans(into, std::move(from)), 3u);
+  EXPECT_EQ(into.append(std::move(from)), 3u);
   ASSERT_EQ(into.size(), 7u);
   EXPECT_EQ(into.labels.size(), 3u);  // (1, 7) shared; (2, 7) and (3, 8) added
   EXPECT_EQ(into.escaped.size(), 2u);
