@@ -44,12 +44,17 @@ class StringTable {
  public:
   static constexpr uint32_t kNone = 0xffffffffu;
   // Looked up by hash without building a std::string (the reader interns every name of every
-  // window of every rank; a std::map compared whole names on each level of the tree).
+  // window of every rank). Open addressing over the ids themselves (issue 29): a std::unordered_map
+  // kept a second copy of each string as its key, in a node of its own, and chased a pointer per
+  // probe; this keeps one copy, and a probe compares the stored hash before the text.
   uint32_t intern(std::string_view s) {
-    if (auto it = index_.find(s); it != index_.end()) return it->second;
+    const uint64_t h = hash(s);
+    size_t at = find_slot(s, h);
+    if (slots_[at]) return id_of(slots_[at]);
     const auto id = static_cast<uint32_t>(strings_.size());
     strings_.emplace_back(s);
-    index_.emplace(strings_.back(), id);
+    slots_[at] = slot_value(h, id);
+    if (strings_.size() * 4 > slots_.size() * 3) grow();
     return id;
   }
   const std::string& at(uint32_t id) const {
@@ -60,20 +65,36 @@ class StringTable {
   // Replaces every string with f(string), keeping the ids (text output escapes names this way).
   template <class F>
   void transform(F f) {
-    index_.clear();
-    for (uint32_t i = 0; i < strings_.size(); ++i) {
-      strings_[i] = f(strings_[i]);
-      index_.emplace(strings_[i], i);
-    }
+    for (std::string& s : strings_) s = f(s);
+    rehash(slots_.size());
   }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  // A slot: 0 empty, else the string's id + 1 in the low half and the high half of its hash above.
+  static uint64_t slot_value(uint64_t h, uint32_t id) { return (h & 0xffffffff00000000ull) | (uint64_t(id) + 1); }
+  static uint32_t id_of(uint64_t slot) { return static_cast<uint32_t>(slot) - 1; }
+  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+  // Where s is, or the empty slot where it would go.
+  size_t find_slot(std::string_view s, uint64_t h) {
+    if (slots_.empty()) slots_.assign(16, 0);
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      const uint64_t v = slots_[at];
+      if (!v || ((v ^ h) >> 32 == 0 && strings_[id_of(v)] == s)) return at;
+    }
+  }
+  void grow() { rehash(slots_.size() * 2); }
+  void rehash(size_t n) {
+    slots_.assign(std::max<size_t>(n, 16), 0);
+    for (uint32_t id = 0; id < strings_.size(); ++id) {
+      const uint64_t h = hash(strings_[id]);
+      size_t at = h & (slots_.size() - 1);
+      while (slots_[at]) at = (at + 1) & (slots_.size() - 1);
+      slots_[at] = slot_value(h, id);
+    }
+  }
   std::vector<std::string> strings_;
-  std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> index_;
+  std::vector<uint64_t> slots_;  // a power of two, at most three quarters full
 };
 
 enum class GpuKind : uint8_t { kernel = 0, memcpy = 1, memset = 2 };

@@ -18,13 +18,24 @@ struct JsonTapeBuilder {
   JsonTape& tape;
   std::vector<uint32_t> open;  // containers not yet closed
   uint32_t key_at = 0, key_size = 0;
+  // The fast scanner's strings are views of the text, kept as offsets from its start; nlohmann's
+  // are decoded copies, kept in the arena (text_base null).
+  const char* text_base = nullptr;
 
   bool fits(size_t more) const { return tape.values_.size() < std::numeric_limits<uint32_t>::max() - 1 && more < (1u << 31); }
 
-  uint32_t append_text(std::string_view s) {
-    auto at = static_cast<uint32_t>(tape.arena_.size());
+  // Where s is kept, from the tape's base; false when that does not fit in 32 bits.
+  bool place_text(std::string_view s, uint32_t& at) {
+    if (text_base) {
+      const size_t offset = size_t(s.data() - text_base);
+      if (offset + s.size() > std::numeric_limits<uint32_t>::max()) return false;
+      at = static_cast<uint32_t>(offset);
+      return true;
+    }
+    if (tape.arena_.size() + s.size() > std::numeric_limits<uint32_t>::max()) return false;
+    at = static_cast<uint32_t>(tape.arena_.size());
     tape.arena_.append(s);
-    return at;
+    return true;
   }
 
   Value& push(Type t) {
@@ -71,8 +82,8 @@ struct JsonTapeBuilder {
   }
   bool string(json::string_t& s) { return text_value(s); }
   bool text_value(std::string_view s) {
-    if (!fits(s.size()) || tape.arena_.size() + s.size() > std::numeric_limits<uint32_t>::max()) return false;
-    uint32_t at = append_text(s);
+    uint32_t at;
+    if (!fits(s.size()) || !place_text(s, at)) return false;
     Value& v = push(Type::string);
     v.text.at = at;
     v.text.size = static_cast<uint32_t>(s.size());
@@ -96,8 +107,7 @@ struct JsonTapeBuilder {
   }
   bool key(json::string_t& k) { return key_text(k); }
   bool key_text(std::string_view k) {
-    if (!fits(k.size()) || tape.arena_.size() + k.size() > std::numeric_limits<uint32_t>::max()) return false;
-    key_at = append_text(k);
+    if (!fits(k.size()) || !place_text(k, key_at)) return false;
     key_size = static_cast<uint32_t>(k.size());
     return true;
   }
@@ -111,13 +121,16 @@ bool JsonTape::parse(std::string_view text) {
   // than doubled from empty: each doubling copies and first-touches the whole tape again.
   if (values_.capacity() < text.size() / 4) values_.reserve(text.size() / 4);
   {
-    JsonTapeBuilder fast{*this, {}, 0, 0};
+    JsonTapeBuilder fast{*this, {}, 0, 0, text.data()};
+    base_ = text.data();
     if (JsonFastScan<JsonTapeBuilder>(text, fast).run() && fast.open.empty() && !values_.empty()) return true;
   }
   values_.clear();  // not handled above: nlohmann's parser decides, from the start
   arena_.clear();
-  JsonTapeBuilder b{*this, {}, 0, 0};
-  return nlohmann::json::sax_parse(text.begin(), text.end(), &b) && b.open.empty() && !values_.empty();
+  JsonTapeBuilder b{*this, {}, 0, 0, nullptr};
+  const bool ok = nlohmann::json::sax_parse(text.begin(), text.end(), &b) && b.open.empty() && !values_.empty();
+  base_ = arena_.data();  // the arena has stopped growing
+  return ok;
 }
 
 void JsonTape::release_if_large() {

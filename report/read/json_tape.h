@@ -36,13 +36,14 @@ class JsonTape {
   };
 
   // Parses `text`; false when it is not one valid JSON value (json::parse would throw) or is
-  // too large for 32-bit indices. Value 0 is the root.
+  // too large for 32-bit indices. Value 0 is the root. Keys and strings may point into `text`:
+  // it must outlive the tape's reads (until the next parse).
   bool parse(std::string_view text);
 
   const Value& at(size_t i) const { return values_[i]; }
   size_t size() const { return values_.size(); }
-  std::string_view key(const Value& v) const { return {arena_.data() + v.key_at, v.key_size}; }
-  std::string_view str(const Value& v) const { return {arena_.data() + v.text.at, v.text.size}; }
+  std::string_view key(const Value& v) const { return {base_ + v.key_at, v.key_size}; }
+  std::string_view str(const Value& v) const { return {base_ + v.text.at, v.text.size}; }
   // The first child of container i (its end is at(i).next).
   static size_t first_child(size_t i) { return i + 1; }
 
@@ -58,6 +59,10 @@ class JsonTape {
  private:
   friend struct JsonTapeBuilder;
   std::vector<Value> values_;
+  // Where keys and strings are: the parsed text itself when the fast scanner took it (its strings
+  // have no escapes, so they are their own text: no copy, issue 29), else arena_, where nlohmann's
+  // parser handed them over decoded.
+  const char* base_ = nullptr;
   std::string arena_;
 };
 

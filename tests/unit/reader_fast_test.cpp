@@ -403,6 +403,54 @@ TEST(JsonTape, ToJsonRebuildsTheDom) {
   EXPECT_FALSE(tape.parse(""));
 }
 
+// The fast scanner's strings stay in the text they were read from (no copy per key and value);
+// nlohmann's, which decodes escapes, are the decoded copies.
+TEST(JsonTape, StringsPointIntoTheTextUnlessTheyWereDecoded) {
+  const std::string plain = R"({"name":"sm90_gemm","list":["a","bc"]})";
+  rep::JsonTape tape;
+  ASSERT_TRUE(tape.parse(plain));
+  const rep::JsonTape::Value& name = tape.at(1);
+  EXPECT_EQ(tape.key(name), "name");
+  EXPECT_EQ(tape.str(name), "sm90_gemm");
+  EXPECT_GE(tape.str(name).data(), plain.data());
+  EXPECT_LE(tape.str(name).data() + tape.str(name).size(), plain.data() + plain.size());
+  EXPECT_EQ(tape.key(tape.at(2)).data(), plain.data() + plain.find("list"));
+  EXPECT_EQ(tape.str(tape.at(4)), "bc");
+
+  const std::string escaped = R"({"na\u006de":"a\nb","k":"\u00e9"})";
+  ASSERT_TRUE(tape.parse(escaped));
+  EXPECT_EQ(tape.key(tape.at(1)), "name");
+  EXPECT_EQ(tape.str(tape.at(1)), "a\nb");
+  EXPECT_EQ(tape.str(tape.at(2)), "\xc3\xa9");
+  EXPECT_EQ(tape.to_json(0), json::parse(escaped));
+
+  ASSERT_TRUE(tape.parse(plain));  // the next text read fast again, from its own bytes
+  EXPECT_EQ(tape.str(tape.at(1)).data(), plain.data() + plain.find("sm90_gemm"));
+}
+
+// Names interned into one table keep their ids however many there are (the table grows), and
+// transform keeps every id.
+TEST(StringTable, KeepsEveryIdAsItGrows) {
+  rep::StringTable t;
+  std::vector<std::string> names;
+  for (int i = 0; i < 5000; ++i)
+    names.push_back(i % 7 == 0 ? std::to_string(i) : "sm90_xmma_gemm_kernel_" + std::to_string(i * 7919));
+  names.push_back("");
+  for (size_t i = 0; i < names.size(); ++i) ASSERT_EQ(t.intern(names[i]), i);
+  EXPECT_EQ(t.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_EQ(t.intern(names[i]), i) << names[i];
+    ASSERT_EQ(t.at(static_cast<uint32_t>(i)), names[i]);
+  }
+  EXPECT_EQ(t.at(rep::StringTable::kNone), "");
+  t.transform([](const std::string& s) { return "<" + s + ">"; });
+  EXPECT_EQ(t.intern("<" + names[42] + ">"), 42u);
+  EXPECT_EQ(t.intern("<>"), names.size() - 1);
+  EXPECT_EQ(t.intern(names[42]), names.size());  // the old spelling is a new string now
+  rep::StringTable copy = t;
+  EXPECT_EQ(copy.intern("<" + names[4999] + ">"), 4999u);
+}
+
 // The tape's own scanner takes the common texts and leaves the rest to nlohmann: either way a
 // text is accepted exactly when json::parse accepts it, and reads as the same values of the
 // same kinds (unsigned, signed, float) -- on hand-picked edge cases and on random mutations.
