@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_fast_scan.h"
 #include "json_tape.h"
 #include "reader_fast.h"
 #include "reader_frames.h"
@@ -493,6 +494,60 @@ TEST(JsonTape, ReadsEveryTextAsJsonParseDoes) {
   std::string deep(600, '[');
   deep += std::string(600, ']');
   expect_tape_reads_as_nlohmann(deep);
+}
+
+// Digits are read eight at a time where the text has eight bytes left: every length of number
+// (1 to 21 digits, past what fits in 64 bits), signed or not, with a fraction or not, followed by
+// every kind of byte, at every distance from the text's end, reads as json::parse reads it.
+TEST(JsonTape, NumbersOfEveryLengthReadAsJsonParseDoes) {
+  std::mt19937_64 rng(20261129);
+  const char* after[] = {"]", ",7]", " ]", ".5]", "e3]", "x]", ":]", "/]", "\x7f]", "\xff]", "\xfa]"};
+  for (int digits = 1; digits <= 21; ++digits)
+    for (int round = 0; round < 40; ++round) {
+      std::string n(1, char('1' + rng() % 9));
+      for (int d = 1; d < digits; ++d) n += char('0' + rng() % 10);
+      if (round % 5 == 0) n.replace(1, std::string::npos, std::string(size_t(digits - 1), round % 2 ? '9' : '0'));
+      const std::string sign = round % 3 == 0 ? "-" : "";
+      for (const char* tail : after)
+        for (int pad = 0; pad < 9; ++pad)
+          expect_tape_reads_as_nlohmann("[" + sign + n + tail + std::string(size_t(pad), ' '));
+    }
+  expect_tape_reads_as_nlohmann("[18446744073709551615]");
+  expect_tape_reads_as_nlohmann("[18446744073709551616]");
+  expect_tape_reads_as_nlohmann("[00000000]");
+  expect_tape_reads_as_nlohmann("[012345678]");
+}
+
+// The scanner itself (not nlohmann behind it) takes every integer that fits in 64 bits, each
+// length of run at each distance from the end, with the value the digits spell.
+struct NumbersSeen {
+  std::vector<uint64_t> magnitudes;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(int64_t i, std::string_view) { return magnitudes.push_back(uint64_t(-(i + 1)) + 1), true; }
+  bool number_unsigned(uint64_t u, std::string_view) { return magnitudes.push_back(u), true; }
+  bool number_float(double, std::string_view) { return true; }
+  bool text_value(std::string_view) { return true; }
+  bool key_text(std::string_view) { return true; }
+  bool start_object(size_t) { return true; }
+  bool end_object() { return true; }
+  bool start_array(size_t) { return true; }
+  bool end_array() { return true; }
+};
+
+TEST(JsonFastScan, ReadsEveryIntegerThatFitsItself) {
+  std::mt19937_64 rng(29);
+  for (int digits = 1; digits <= 20; ++digits)
+    for (int round = 0; round < 200; ++round) {
+      std::string n(1, char('1' + rng() % 9));
+      for (int d = 1; d < digits; ++d) n += char('0' + rng() % 10);
+      if (digits == 20 && n > "18446744073709551615") continue;
+      const bool negative = round % 2 && digits < 19;
+      const std::string text = "[" + std::string(negative ? "-" : "") + n + std::string(size_t(round % 10), ' ') + "]";
+      NumbersSeen seen;
+      ASSERT_TRUE(rep::JsonFastScan<NumbersSeen>(text, seen).run()) << text;
+      ASSERT_EQ(seen.magnitudes, std::vector<uint64_t>{std::stoull(n)}) << text;
+    }
 }
 
 TEST(JsonTape, RandomMutationsReadAsJsonParseDoes) {
