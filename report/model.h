@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -530,6 +531,9 @@ struct RunModel {
   std::vector<RankData> ranks;  // sorted by rank, one per rank
   std::vector<Problem> problems;
   std::vector<std::string> other_runs;  // run ids found beside this one in the same directory
+  // The hang reports (hang-*.json) in dir, listed with its rank files by read_run; nullopt: not
+  // listed (a model made otherwise), the report looks for them itself.
+  std::optional<std::vector<std::string>> hang_reports;
 };
 
 }  // namespace laggard::report

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "dir_listing.h"
+#include "model.h"
 #include "subprocess.h"
 
 namespace laggard::report {
@@ -38,8 +39,6 @@ int open_module(const std::string& path, unsigned char (&hdr)[18]) {
   return -1;
 }
 
-// hang-*.json (the one dot of ".json" is then the name's last: its extension).
-bool is_hang_name(std::string_view name) { return name.starts_with("hang-") && name.ends_with(".json"); }
 
 // A number of a hang report as T: json::value(key, T) would convert a float or a too-large
 // value with undefined behaviour (a hang report is a file, as hostile as a rank file).
@@ -217,14 +216,14 @@ std::string format_ranks(const std::vector<int>& in) {
 }
 
 std::vector<std::string> find_hang_reports(const std::string& dir) {
-  std::vector<std::string> files = regular_files_named(dir, is_hang_name);
+  std::vector<std::string> files = regular_files_named(dir, is_hang_report_name);
   if (!files.empty()) return files;
   // An output directory: the run directory with the newest hang report.
   std::error_code ec;
   fs::file_time_type best_time = fs::file_time_type::min();
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     if (!it->is_directory(ec)) continue;
-    std::vector<std::string> sub = regular_files_named(it->path().string(), is_hang_name);
+    std::vector<std::string> sub = regular_files_named(it->path().string(), is_hang_report_name);
     for (const std::string& f : sub) {
       auto t = fs::last_write_time(f, ec);
       if (!ec && t > best_time) {
@@ -280,10 +279,12 @@ RankHang parse_hang_report(const json& j, const std::string& path) {
   return r;
 }
 
-HangSet read_hang_reports(const std::string& dir) {
+HangSet read_hang_reports(const std::string& dir) { return read_hang_reports(find_hang_reports(dir)); }
+
+HangSet read_hang_reports(const std::vector<std::string>& files) {
   HangSet set;
   std::map<int, RankHang> newest;
-  for (const std::string& path : find_hang_reports(dir)) {
+  for (const std::string& path : files) {
     try {
       std::ifstream in(path);
       RankHang r = parse_hang_report(json::parse(in), path);
@@ -480,8 +481,15 @@ json render_stacks_json(const HangSet& set, const HangAnalysis& a) {
 
 namespace laggard::report {
 
-void mention_hangs_text(const std::string& run_dir, std::ostream& out) {
-  HangSet set = read_hang_reports(run_dir);
+namespace {
+HangSet hangs_of(const RunModel& run) {
+  return run.hang_reports ? read_hang_reports(*run.hang_reports) : read_hang_reports(run.dir);
+}
+}  // namespace
+
+void mention_hangs_text(const RunModel& run, std::ostream& out) {
+  const std::string& run_dir = run.dir;
+  HangSet set = hangs_of(run);
   if (set.ranks.empty()) return;
   HangAnalysis a = analyze_hangs(set);
   out << fmt::format("\nHang reports: {} rank(s) stopped making progress for LAGGARD_HANG_S={} s: {}\n",
@@ -489,8 +497,9 @@ void mention_hangs_text(const std::string& run_dir, std::ostream& out) {
   out << "  stacks of every thread: laggard stacks " << run_dir << '\n';
 }
 
-json mention_hangs_json(const std::string& run_dir) {
-  HangSet set = read_hang_reports(run_dir);
+json mention_hangs_json(const RunModel& run) {
+  const std::string& run_dir = run.dir;
+  HangSet set = hangs_of(run);
   if (set.ranks.empty()) return nullptr;
   HangAnalysis a = analyze_hangs(set);
   std::vector<int> ranks;

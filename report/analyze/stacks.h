@@ -59,6 +59,8 @@ struct HangSet {
 std::vector<std::string> find_hang_reports(const std::string& dir);
 // Reads them; the newest report per rank wins. Never throws for a bad file (see problems).
 HangSet read_hang_reports(const std::string& dir);
+// The same from a list of hang report files.
+HangSet read_hang_reports(const std::vector<std::string>& files);
 RankHang parse_hang_report(const nlohmann::json& j, const std::string& path);  // throws on bad input
 
 // file:line for each frame whose module is readable here, with addr2line (binutils) if present.
@@ -105,8 +107,10 @@ int stacks_command(const StacksOptions& options, std::ostream& out, std::ostream
 }  // namespace laggard::cli
 
 namespace laggard::report {
-// For `laggard report`: a short mention of the hang reports in run_dir, if any (nothing when none).
-void mention_hangs_text(const std::string& run_dir, std::ostream& out);
+struct RunModel;
+// For `laggard report`: a short mention of the run's hang reports, if any (nothing when none): those
+// read_run listed with its rank files, else those find_hang_reports finds in its directory.
+void mention_hangs_text(const RunModel& run, std::ostream& out);
 // null when none; else {"count", "behind", "summary", "see"}.
-nlohmann::json mention_hangs_json(const std::string& run_dir);
+nlohmann::json mention_hangs_json(const RunModel& run);
 }  // namespace laggard::report

@@ -217,7 +217,7 @@ void write_json_report(const report::RunModel& model, const Results& r, const st
   if (!cut_text.empty()) j.add("cut", cut_text);
   j.merge(report::render_analyses_json_parts(model, r.analyses));
   j.add_written("comm", [&](report::JsonWriter& w) { report::write_comm_json(w, model, r.analyses.comm); });
-  j.add("hang_reports", report::mention_hangs_json(model.dir));
+  j.add("hang_reports", report::mention_hangs_json(model));
   j.add("gpu_health", report::render_health_json(r.health));
   stage("JSON report: text");
   report::JsonWriter w(dest);
@@ -234,7 +234,7 @@ void write_text_report(const report::RunModel& model, const Results& r, const st
   report::render_text(model, r.scores, dest, &r.analyses, top);
   report::render_comm_text(model, r.analyses.comm, dest, top);
   health_text(r.health, top, dest);
-  report::mention_hangs_text(model.dir, dest);
+  report::mention_hangs_text(model, dest);
 }
 
 int exit_code(const report::RunModel& model, const Results& r, const ReportOptions& o, bool html_written) {

@@ -30,6 +30,19 @@ std::vector<std::string> regular_files_named(const std::string& dir, bool (*want
   return out;
 }
 
+bool is_hang_report_name(std::string_view name) { return name.starts_with("hang-") && name.ends_with(".json"); }
+
 std::vector<std::string> rank_files_in(const std::string& dir) { return regular_files_named(dir, is_rank_file_name); }
+
+RunDirFiles run_dir_files(const std::string& dir) {
+  RunDirFiles out;
+  auto either = [](std::string_view n) { return is_rank_file_name(n) || is_hang_report_name(n); };
+  for (std::string& path : regular_files_named(dir, either)) {
+    const size_t slash = path.rfind('/');
+    const std::string_view name = slash == std::string::npos ? std::string_view(path) : std::string_view(path).substr(slash + 1);
+    (is_rank_file_name(name) ? out.ranks : out.hang_reports).push_back(std::move(path));
+  }
+  return out;
+}
 
 }  // namespace laggard::report

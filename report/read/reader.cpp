@@ -783,14 +783,14 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
 
   RunModel model;
   // DIR is a run directory itself, or a LAGGARD_OUT holding one directory per run.
-  std::vector<std::string> files = rank_files_in(dir.string());
-  if (files.empty()) {
-    std::vector<std::pair<fs::path, std::vector<std::string>>> runs;
+  RunDirFiles listed = run_dir_files(dir.string());
+  if (listed.ranks.empty()) {
+    std::vector<std::pair<fs::path, RunDirFiles>> runs;
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->is_directory(ec))
-        if (auto f = rank_files_in(it->path().string()); !f.empty()) runs.emplace_back(it->path(), std::move(f));
+        if (RunDirFiles f = run_dir_files(it->path().string()); !f.ranks.empty()) runs.emplace_back(it->path(), std::move(f));
     if (runs.empty()) throw std::runtime_error("no laggard rank files (rank*.json, rank*.lgr) in '" + dir_arg + "' or its run directories");
-    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return newest(a.second) > newest(b.second); });
+    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return newest(a.second.ranks) > newest(b.second.ranks); });
     size_t pick = 0;
     if (!opts.run_id.empty()) {
       auto it = std::find_if(runs.begin(), runs.end(),
@@ -801,11 +801,12 @@ RunModel read_run(const std::string& dir_arg, const ReadOptions& opts) {
     for (size_t i = 0; i < runs.size(); ++i)
       if (i != pick) model.other_runs.push_back(runs[i].first.filename().string());
     dir = runs[pick].first;
-    files = runs[pick].second;
+    listed = std::move(runs[pick].second);
   }
   model.dir = dir.string();
+  model.hang_reports = std::move(listed.hang_reports);
 
-  std::vector<Segment> segments = parse_files(files, opts, model);
+  std::vector<Segment> segments = parse_files(listed.ranks, opts, model);
   if (segments.empty()) {
     if (model.problems.empty()) throw std::runtime_error("no readable rank files in '" + model.dir + "'");
     return model;  // every file is listed as a problem; the report says so

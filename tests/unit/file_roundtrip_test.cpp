@@ -181,6 +181,16 @@ TEST(FileRoundTrip, RunsAreNotMixed) {
   EXPECT_EQ(m.other_runs, std::vector<std::string>{"run2"});
   auto picked = laggard::report::read_run(tmp.path.string(), {"run2", -1});
   EXPECT_EQ(picked.run_id, "run2");
+  // Each run's hang reports are listed with its rank files: the picked run's, not another's.
+  std::ofstream(tmp.path / "run2" / "hang-rank00000-100-0001.json") << "{}";
+  std::ofstream(tmp.path / "hang-rank00000-7-0001.json") << "{}";  // beside the runs: no run's
+  EXPECT_EQ(laggard::report::read_run(tmp.path.string()).hang_reports, std::vector<std::string>{});
+  EXPECT_EQ(laggard::report::read_run(tmp.path.string(), {"run2", -1}).hang_reports,
+            std::vector<std::string>{(tmp.path / "run2" / "hang-rank00000-100-0001.json").string()});
+  EXPECT_EQ(laggard::report::read_run((tmp.path / "run2").string()).hang_reports,
+            std::vector<std::string>{(tmp.path / "run2" / "hang-rank00000-100-0001.json").string()});
+  fs::remove(tmp.path / "run2" / "hang-rank00000-100-0001.json");
+  fs::remove(tmp.path / "hang-rank00000-7-0001.json");
   EXPECT_THROW(laggard::report::read_run(tmp.path.string(), {"nope", -1}), std::runtime_error);
   // A file of another run copied into a run directory is set aside.
   fs::copy_file(tmp.path / "run2" / "rank00000-100-seg0000.json", tmp.path / "run1" / "rank00000-999-seg0000.json");

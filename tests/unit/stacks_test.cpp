@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dir_listing.h"
 #include "stacks.h"
 
 namespace laggard::report {
@@ -106,6 +107,11 @@ TEST(Stacks, FindsHangReportsByNameAmongTheRankFiles) {
   const std::vector<std::string> want = {(dir / "hang-.json").string(), (dir / "hang-1-100.json").string(),
                                          (dir / "hang-2-100.json").string(), (dir / "hang-6-link.json").string()};
   EXPECT_EQ(find_hang_reports(dir.string()), want);
+  // The report's one listing of the run directory finds the same, and its rank files.
+  const RunDirFiles listed = run_dir_files(dir.string());
+  EXPECT_EQ(listed.hang_reports, want);
+  EXPECT_EQ(listed.ranks, rank_files_in(dir.string()));
+  EXPECT_EQ(listed.ranks.size(), 300u);
   fs::remove_all(dir);
 }
 
