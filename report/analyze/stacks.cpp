@@ -39,7 +39,6 @@ int open_module(const std::string& path, unsigned char (&hdr)[18]) {
   return -1;
 }
 
-
 // A number of a hang report as T: json::value(key, T) would convert a float or a too-large
 // value with undefined behaviour (a hang report is a file, as hostile as a rank file).
 template <typename T>
