@@ -6,9 +6,11 @@
 // nlohmann::json the DOM parse would have built (to_json) and read by the original code.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,8 +39,11 @@ class JsonTape {
 
   // Parses `text`; false when it is not one valid JSON value (json::parse would throw) or is
   // too large for 32-bit indices. Value 0 is the root. Keys and strings may point into `text`:
-  // it must outlive the tape's reads (until the next parse).
+  // it must outlive the tape's reads (until the next parse), so a temporary string is refused.
   bool parse(std::string_view text);
+  template <class S>
+    requires std::same_as<std::remove_cvref_t<S>, std::string> && (!std::is_lvalue_reference_v<S>)
+  bool parse(S&&) = delete;
 
   const Value& at(size_t i) const { return values_[i]; }
   size_t size() const { return values_.size(); }

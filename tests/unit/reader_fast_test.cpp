@@ -211,7 +211,8 @@ TEST(ReaderFast, AcceptsAWindowOfEveryPartItReads) {
   for (int version : {3, 4, 5}) {
     json f = rank_file(version);
     rep::JsonTape tape;
-    ASSERT_TRUE(tape.parse(f["windows"][1].dump()));
+    const std::string window = f["windows"][1].dump();  // the tape reads its strings there
+    ASSERT_TRUE(tape.parse(window));
     rep::StringTable strings;
     rep::CaptureWindow cw;
     uint64_t folded = 0;
@@ -322,7 +323,8 @@ TEST(ReaderFast, PerKernelRecordsReadAsTheDomCodeReadsThem) {
   // The fast path takes them: it reads the window without declining.
   json f = with_records(rank_file(5), true);
   rep::JsonTape tape;
-  ASSERT_TRUE(tape.parse(f["windows"][1].dump()));
+  const std::string window = f["windows"][1].dump();  // the tape reads its strings there
+  ASSERT_TRUE(tape.parse(window));
   rep::StringTable strings;
   rep::CaptureWindow cw;
   uint64_t folded = 0;
