@@ -249,17 +249,6 @@ void poll_pause(Runtime& rt) {
   }
 }
 
-// glibc (2.34+, dlfcn/dlerror.c) keeps each thread's last dl error in a heap block that only the
-// thread's teardown frees; the flush thread's per-tick probes (cuda_initialized: a NOLOAD
-// dlopen that misses) leave one. This detached thread may still be tearing down when the
-// process exits, and LeakSanitizer's exit check, which no longer scans its TLS by then, reports
-// the block as leaked. Reading the error twice frees it: the first read marks it delivered,
-// the second releases it.
-void release_dl_error_state() {
-  for (int i = 0; i < 2 && dlerror() != nullptr; ++i) {
-  }
-}
-
 void flush_thread(Runtime* rt) {
   // By name in top -H, py-spy, gdb and hang reports. For its own thread glibc uses prctl: no file opened.
   pthread_setname_np(pthread_self(), "laggard-flush");

@@ -86,6 +86,11 @@ void* load_library(const char* path, int flags) {
   return dlopen(path, flags);
 }
 
+void release_dl_error_state() {
+  for (int i = 0; i < 2 && dlerror() != nullptr; ++i) {
+  }
+}
+
 ForkGateCounts fork_gate_counts() { return {g_waited.load(), g_gave_up.load()}; }
 
 }  // namespace laggard

@@ -40,6 +40,14 @@ constexpr int64_t kForkWaitLimitNs = 1'000'000'000;
 // dlopen inside a ForkGate: for a library that may not be loaded yet (its constructors run).
 void* load_library(const char* path, int flags);
 
+// glibc (2.34+, dlfcn/dlerror.c) keeps each thread's last dl error (a dlopen or dlsym that missed)
+// in a heap block that only the thread's teardown frees. laggard's own detached threads (flush,
+// watchdog) may still be tearing down when the process exits, and LeakSanitizer's exit check,
+// which no longer scans their TLS by then, reports the block as leaked. Reading the error twice
+// frees it: the first read marks it delivered, the second releases it. On laggard's threads only,
+// where nothing reads the error after: an application thread's error is the application's.
+void release_dl_error_state();
+
 // Forks that had to wait for a gate, and those that gave up waiting (for the tests).
 struct ForkGateCounts {
   long waited = 0;

@@ -39,6 +39,10 @@ void watchdog_thread(Watchdog* w, int64_t tick_ns) {
     w->arm();
   } catch (...) {
   }
+  // Arming loads libunwind: where it is missing, the failed dlopen leaves glibc's error block on
+  // this thread, which can outlive the process's exit check (fork_gate.h; a LeakSanitizer report
+  // in CI for LAGGARD_HANG_UNWINDER=/nonexistent/...). So can a report's symbol lookups.
+  release_dl_error_state();
   while (!g_stop.load(std::memory_order_acquire)) {
     sleep_ns(tick_ns);
     g_busy.store(true, std::memory_order_release);
@@ -48,6 +52,7 @@ void watchdog_thread(Watchdog* w, int64_t tick_ns) {
       } catch (...) {
         // a report lost; the next tick tries again
       }
+      release_dl_error_state();
     }
     g_busy.store(false, std::memory_order_release);
   }
