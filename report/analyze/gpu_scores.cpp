@@ -187,11 +187,12 @@ KernelMap fold(const std::vector<KernelKey>& keys, const StatEntry* b, const Sta
 // a counting pass over the rank's kernels where the entries are many, a sort where they are few (a
 // section's: a run can have hundreds of sections, each with a few of the rank's kernels).
 void by_kernel(const StatEntry* b, const StatEntry* e, const std::vector<uint32_t>& place, std::vector<StatEntry>& out) {
-  out.assign(b, e);
-  if (out.size() < place.size() / 4) {
+  if (size_t(e - b) < place.size() / 4) {
+    out.assign(b, e);
     std::stable_sort(out.begin(), out.end(), [&](const StatEntry& x, const StatEntry& y) { return place[x.key] < place[y.key]; });
     return;
   }
+  out.resize(size_t(e - b));  // every element is written below: no copy first
   thread_local std::vector<uint32_t> start;
   start.assign(place.size() + 1, 0);
   for (const StatEntry* x = b; x != e; ++x) ++start[place[x->key] + 1];
