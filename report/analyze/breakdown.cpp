@@ -154,16 +154,30 @@ class IdleIndex {
   std::vector<Stream> streams_;
 };
 
-// The value at that rank of the sorted values; selected, not sorted (issue 14: 45,000 per rank).
-// v has been through median_in_place, which leaves the larger half from the middle position on: a rank
-// there is selected among those values alone (half the work for the 95th percentile).
-double percentile_after_median(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t i = static_cast<size_t>(std::ceil(p * double(v.size())));
-  i = std::min(v.size() - 1, i ? i - 1 : 0);
-  const size_t mid = v.size() / 2;
-  if (i < mid) return kth_smallest(v.data(), v.data() + v.size(), i);
-  return kth_smallest(v.data() + mid, v.data() + v.size(), i - mid);
+// Where the p-th percentile lies among n sorted values (nearest rank).
+size_t percentile_rank(size_t n, double p) {
+  const size_t i = static_cast<size_t>(std::ceil(p * double(n)));
+  return std::min(n - 1, i ? i - 1 : 0);
+}
+
+// The launch statistics' order statistics of one rank, each found from where the last rank's was
+// on this thread (ranks' launch delays are alike; the values are exact whatever the guess).
+struct LaunchOrder {
+  double median_delay = 0, p95_delay = 0, median_runtime = 0;
+};
+
+LaunchOrder launch_order(const std::vector<double>& delays, const std::vector<double>& runtimes) {
+  thread_local MedianGuess median_delay, p95_delay, median_runtime;
+  thread_local std::vector<double> scratch;
+  scratch.resize(3 * std::max(delays.size(), runtimes.size()));
+  LaunchOrder o;
+  auto of = [](const std::vector<double>& v) { return [&v](size_t i) { return v[i]; }; };
+  if (!delays.empty()) {
+    o.median_delay = median_guessed(delays.size(), of(delays), median_delay, scratch.data());
+    o.p95_delay = kth_guessed(delays.size(), of(delays), percentile_rank(delays.size(), 0.95), p95_delay, scratch.data());
+  }
+  o.median_runtime = median_guessed(runtimes.size(), of(runtimes), median_runtime, scratch.data());
+  return o;
 }
 
 // A string id as an index into dense per-id arrays (kNone: the last one).
@@ -324,9 +338,10 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
     }
   }
   counts.into(part);
-  rb.launch.median_delay_ns = median_in_place(launches.delays);  // order statistics do not depend on the order
-  rb.launch.p95_delay_ns = percentile_after_median(launches.delays, 0.95);
-  rb.launch.median_runtime_ns = median(std::move(launches.runtimes));
+  const LaunchOrder order = launch_order(launches.delays, launches.runtimes);
+  rb.launch.median_delay_ns = order.median_delay;
+  rb.launch.p95_delay_ns = order.p95_delay;
+  rb.launch.median_runtime_ns = order.median_runtime;
 }
 
 std::vector<StepIdle> step_idle(const GpuTimeline& g, const Covers& covers, const IdleIndex& idle,

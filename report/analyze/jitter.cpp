@@ -55,12 +55,15 @@ struct RankIndex {
 
 // The launch-to-start delays gathered from every step (delays < 0 are unknown, as in the
 // per-kernel Obs), summed up.
-void summarize_launch_delays(RankIndex& x, std::vector<double> delays) {
+void summarize_launch_delays(RankIndex& x, std::vector<double>& delays) {
   std::erase_if(delays, [](double d) { return d < 0; });
   size_t near_zero = 0;
   for (double d : delays) near_zero += d < 10'000;
   x.near_zero_delay_share = delays.empty() ? 0 : double(near_zero) / double(delays.size());
-  x.median_delay_ns = median(std::move(delays));
+  thread_local MedianGuess guess;  // from the last rank on this thread: ranks' delays are alike
+  thread_local std::vector<double> scratch;
+  scratch.resize(3 * delays.size());
+  x.median_delay_ns = median_guessed(delays.size(), [&](size_t i) { return delays[i]; }, guess, scratch.data());
 }
 
 // The step's first NCCL kernel, seen from the rank's previous sync point. nccl_by_start: the
@@ -117,7 +120,7 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
     x.final_ttke.push_back(final_ttke_of(x, x.steps.back(), delays));
     x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps.back()));
   }
-  summarize_launch_delays(x, std::move(delays));
+  summarize_launch_delays(x, delays);
   return x;
 }
 
@@ -171,26 +174,42 @@ class Slots {
   std::vector<std::vector<uint32_t>> by_name_;
 };
 
-// One rank's kernels of one step into `out` (cleared first), each with its slot where the run has
-// one already, else kUnassigned and an entry in `fresh` (cleared first). seen: per name, launches so
-// far in the step (all zero on entry and on return).
+// The occurrences of the names in out[0, n) counted into seen, from their slots.
+void count_names(const std::vector<Obs>& out, size_t n, const Slots& slots, std::vector<int>& seen) {
+  for (size_t p = 0; p < n; ++p) ++seen[std::min<size_t>(slots.keys[out[p].slot].name, seen.size() - 1)];
+}
+
+// One rank's kernels of one step into `out`, each with its slot where the run has one already, else
+// kUnassigned and an entry in `fresh` (cleared first). On entry `out` holds the rank's kernels of an
+// earlier step, every one with its slot (or nothing): while this step launches the same names in the
+// same order, each kernel's (name, occurrence) is the one at its position there, so its slot is read
+// there before it is overwritten (issue 29: counting every name's launches and looking its slot up
+// were most of this loop at 960 x 903 x 50, for steps that repeat). From the first difference on,
+// launches are counted per name in seen (all zero on entry and on return).
 void observe(const RankIndex& x, std::pair<size_t, size_t> range, const Slots& slots, std::vector<int>& seen,
              std::vector<Obs>& out, std::vector<NewPosition>& fresh) {
-  out.clear();
   fresh.clear();
+  const size_t n = range.second - range.first, earlier = out.size();
+  out.resize(n);
+  bool counting = false;  // the names differ from the earlier step's at or before this position
   double ttke = 0;
-  int pos = 0;
-  for (size_t i = range.first; i < range.second; ++i) {
-    const GpuSpan& a = x.timeline->at(i);
+  for (size_t pos = 0; pos < n; ++pos) {
+    const size_t i = range.first + pos;
+    const GpuSpan a = x.timeline->at(i);
     const double dur = double(a.end_ns - a.start_ns);
     const double gap = gap_before(a, x.timeline->previous_of(i));
     if (!a.nccl) ttke += gap + dur;
-    const int occurrence = seen[std::min<size_t>(a.name, seen.size() - 1)]++;  // kNone: the last entry
-    const uint32_t slot = slots.find(a.name, occurrence);
-    if (__builtin_expect(slot == Slots::kUnassigned, 0))
-      fresh.push_back({static_cast<uint32_t>(out.size()), a.name, occurrence});
-    out.push_back(Obs{dur, gap, ttke, slot, a.section, pos++, a.nccl, a.kind});
+    uint32_t slot = pos < earlier && !counting ? out[pos].slot : Slots::kUnassigned;
+    if (slot == Slots::kUnassigned || slots.keys[slot].name != a.name) [[unlikely]] {
+      if (!counting) count_names(out, pos, slots, seen);
+      counting = true;
+      const int occurrence = seen[std::min<size_t>(a.name, seen.size() - 1)]++;  // kNone: the last entry
+      slot = slots.find(a.name, occurrence);
+      if (slot == Slots::kUnassigned) fresh.push_back({static_cast<uint32_t>(pos), a.name, occurrence});
+    }
+    out[pos] = Obs{dur, gap, ttke, slot, a.section, static_cast<int>(pos), a.nccl, a.kind};
   }
+  if (!counting) return;
   for (const Obs& o : out)
     if (o.slot != Slots::kUnassigned) seen[std::min<size_t>(slots.keys[o.slot].name, seen.size() - 1)] = 0;
   for (const NewPosition& f : fresh) seen[std::min<size_t>(f.name, seen.size() - 1)] = 0;
@@ -224,11 +243,21 @@ double median_of(const SlotValues* first, const SlotValues* last, double SlotVal
   return median_in_place(scratch);
 }
 
+// The same, found from where it was in the last step (a kernel position's durations and gaps
+// change little from step to step).
+double median_near(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity, MedianGuess& guess) {
+  thread_local std::vector<double> scratch;
+  const size_t n = size_t(last - first);
+  if (scratch.size() < 3 * n) scratch.resize(3 * n);
+  return median_guessed(n, [&](size_t i) { return first[i].*quantity; }, guess, scratch.data());
+}
+
 // One step's kernels on every present rank, grouped by slot: medians across ranks per slot.
 struct StepGroups {
   std::vector<uint32_t> slots;  // the slots seen in the step, by key
   std::vector<uint32_t> order;  // the same by median launch position
   std::vector<double> med_dur, med_gap, med_ttke, med_pos;  // indexed by slot id (this step's slots valid)
+  std::vector<MedianGuess> guess_dur, guess_gap;  // by slot id: where the last step's medians were
   // Scratch, kept between steps so that a step allocates nothing.
   std::vector<SlotValues> values;
   std::vector<uint32_t> start;  // per slot: where its values begin in `values`
@@ -301,6 +330,8 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
                 Slots& slots, StepGroups& g) {
   for (auto* m : {&g.med_dur, &g.med_gap, &g.med_ttke, &g.med_pos})
     if (m->size() < nslots) m->resize(nslots, 0);
+  for (auto* m : {&g.guess_dur, &g.guess_gap})
+    if (m->size() < nslots) m->resize(nslots);
   const size_t total = place_slots(nslots, g);
   note_slot_kinds(slots, g);
   g.values.resize(total);
@@ -318,8 +349,8 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
     const uint32_t s = g.slots[i];
     const uint32_t lo = g.start[s], hi = g.end_of(s, nslots);
     const SlotValues *first = g.values.data() + lo, *last = g.values.data() + hi;
-    g.med_dur[s] = median_of(first, last, &SlotValues::dur);
-    g.med_gap[s] = median_of(first, last, &SlotValues::gap);
+    g.med_dur[s] = median_near(first, last, &SlotValues::dur, g.guess_dur[s]);
+    g.med_gap[s] = median_near(first, last, &SlotValues::gap, g.guess_gap[s]);
     g.med_ttke[s] = kNotYet;
     g.med_pos[s] = median_of(first, last, &SlotValues::pos);
   });

@@ -91,6 +91,91 @@ double median_in_place(double* first, double* last) {
 
 namespace {
 
+// A first guess's half-width: 3 % of the value (kernel durations across ranks spread less), at least 1 ns.
+double first_width(double m) { return std::max(1.0, std::fabs(m) / 32); }
+
+// The next guess: centred on this median; narrower while more than a quarter of the values fell
+// inside, wider when the median fell outside.
+void update_guess(MedianGuess& g, double m, bool inside, size_t n_inside, size_t n) {
+  if (!inside) g.width = std::max(4 * g.width, 2 * std::fabs(m - g.center));
+  else if (4 * n_inside > n) g.width /= 2;
+  g.width = std::max(g.width, 0.5);
+  g.center = m;
+}
+
+}  // namespace
+
+double median_first_time(double* values, size_t n, MedianGuess& guess) {
+  const double m = median_in_place(values, values + n);
+  guess = {true, m, first_width(m)};
+  return m;
+}
+
+double kth_first_time(double* values, size_t n, size_t k, MedianGuess& guess) {
+  const double v = kth_smallest(values, values + n, k);
+  guess = {true, v, first_width(v)};
+  return v;
+}
+
+namespace {
+
+// Where the k-th smallest of a split lies: the j-th of `region`. Every value of a region is below
+// every value of the next.
+struct InSplit {
+  double* region;
+  size_t size, j;
+  const double* before = nullptr;  // the nearest nonempty region before it
+  size_t before_size = 0;
+  bool inside;
+};
+
+InSplit locate(const GuessSplit& s, size_t k) {
+  InSplit at{s.below, s.n_below, k, nullptr, 0, false};
+  if (at.j < s.n_below) return at;
+  if (s.n_below) at.before = s.below, at.before_size = s.n_below;
+  at.region = s.inside, at.size = s.n_inside, at.j -= s.n_below, at.inside = true;
+  if (at.j < s.n_inside) return at;
+  if (s.n_inside) at.before = s.inside, at.before_size = s.n_inside;
+  at.region = s.above, at.size = s.n_above, at.j -= s.n_inside, at.inside = false;
+  return at;
+}
+
+// The j-th of its region; values all equal (NCCL kernels' zero gaps) need no selection, as in
+// median_in_place.
+double select_in(const InSplit& at, size_t n) {
+  if (at.size == n && std::all_of(at.region + 1, at.region + at.size, [v = *at.region](double x) { return x == v; }))
+    return *at.region;
+  select_nth(at.region, at.size, at.j);
+  return at.region[at.j];
+}
+
+}  // namespace
+
+double median_of_split(const GuessSplit& s, MedianGuess& guess) {
+  const size_t n = s.n_below + s.n_inside + s.n_above;
+  if (!n) return 0;
+  const InSplit at = locate(s, n / 2);
+  const double hi = select_in(at, n);
+  double m = hi;
+  if (n % 2 == 0) {  // the (n/2 - 1)-th: the largest before it in its region, else of the region before
+    const double lo = at.j ? *std::max_element(at.region, at.region + at.j)
+                           : *std::max_element(at.before, at.before + at.before_size);
+    m = (lo + hi) / 2;
+  }
+  update_guess(guess, m, at.inside, s.n_inside, n);
+  return m;
+}
+
+double kth_of_split(const GuessSplit& s, size_t k, MedianGuess& guess) {
+  const size_t n = s.n_below + s.n_inside + s.n_above;
+  const InSplit at = locate(s, k);
+  const double v = select_in(at, n);
+  update_guess(guess, v, at.inside, s.n_inside, n);
+  return v;
+}
+
+namespace {
+
 // lower: the value where the cumulative weight reaches half; else the midpoint when it lands
 // exactly between two values (the usual median).
 double weighted_median_impl(std::vector<std::pair<double, double>>& v, bool lower) {

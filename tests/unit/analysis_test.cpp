@@ -1,5 +1,6 @@
 // The report's analyses against synthetic runs with one injected fault each: every analysis
 // must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
+#include <map>
 #include <set>
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "gpu_timeline.h"
 #include "jitter.h"
 #include "scores.h"
+#include "stats.h"
 #include "steps.h"
 #include "synthetic_run.h"
 #include "verdict.h"
@@ -326,6 +328,106 @@ TEST(Jitter, AKernelFirstSeenInALaterStepOnSomeRanksGetsItsOwnPosition) {
   // Every rank is in every step's row, the renamed ranks' cells included.
   for (const std::vector<RankStepJitter>& row : j.matrix)
     for (const RankStepJitter& cell : row) EXPECT_TRUE(cell.present);
+}
+
+// Kernel positions are matched across ranks by (name, n-th launch of that name in the step), whatever
+// a rank's earlier steps launched: jitter.cpp's observe reads a position's slot from the rank's
+// earlier step while the names repeat, and counts launches from the first difference on. Here ranks'
+// steps swap, repeat, rename, rotate and drop kernels, at the first position, in the middle and at
+// the end, so steps differ from the one before on some ranks and not on others. Every cell's
+// duration excess and every position's cross-rank median are those of a plain count of launches.
+TEST(Jitter, KernelsAreMatchedByNameAndOccurrenceWhenStepsDiffer) {
+  Spec spec;
+  RunModel m = synth::make_run(spec);
+  const StepSet steps = detect_steps(m, "");
+  ASSERT_EQ(steps.count(), spec.steps);
+  const size_t nranks = m.ranks.size();
+  auto launch = [](const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; };
+  auto step_kernels = [&](size_t r, int k) {  // the step's activities in launch order
+    std::vector<GpuActivity*> out;
+    const Step& st = steps.per_rank[r][k];
+    for (CaptureWindow& w : m.ranks[r].windows)
+      if (w.gpu_sampled)
+        for (GpuActivity& a : w.gpu)
+          if (launch(a) >= st.start_ns && launch(a) < st.end_ns) out.push_back(&a);
+    std::stable_sort(out.begin(), out.end(), [&](const GpuActivity* a, const GpuActivity* b) { return launch(*a) < launch(*b); });
+    return out;
+  };
+  const uint32_t extra = m.strings.intern("extra_kernel");
+  for (size_t r = 0; r < nranks; ++r)
+    for (int k = 0; k < spec.steps; ++k) {
+      std::vector<GpuActivity*> compute;
+      for (GpuActivity* a : step_kernels(r, k))
+        if (!a->nccl && a->kind == GpuKind::kernel) compute.push_back(a);
+      ASSERT_GE(compute.size(), 3u);
+      switch ((r * 7 + size_t(k) * 3) % 6) {
+        case 0: break;
+        case 1: std::swap(compute.front()->name, compute.back()->name); break;
+        case 2: compute[1]->name = compute[0]->name; break;  // a second launch of the first name
+        case 3: compute.back()->name = extra; break;
+        case 4:  // every name one position on
+          for (size_t i = compute.size() - 1; i > 0; --i) std::swap(compute[i]->name, compute[i - 1]->name);
+          break;
+        case 5: {  // a kernel fewer: this step is shorter than the one before, the next one longer
+          const GpuActivity* gone = compute[compute.size() / 2];
+          for (CaptureWindow& w : m.ranks[r].windows)
+            std::erase_if(w.gpu, [&](const GpuActivity& a) { return &a == gone; });
+          break;
+        }
+      }
+    }
+  // The plain count: per rank and step, each kernel's (name, occurrence) and duration, in launch order.
+  using Key = std::pair<uint32_t, int>;
+  struct Seen {
+    Key key;
+    double dur;
+    bool nccl;
+  };
+  std::vector<std::vector<std::vector<Seen>>> seen(nranks, std::vector<std::vector<Seen>>(spec.steps));
+  for (size_t r = 0; r < nranks; ++r)
+    for (int k = 0; k < spec.steps; ++k) {
+      std::map<uint32_t, int> count;
+      for (const GpuActivity* a : step_kernels(r, k))
+        seen[r][k].push_back({{a->name, count[a->name]++}, double(a->end_ns - a->start_ns), a->nccl});
+    }
+  const JitterReport j = analyze_jitter(m, steps);
+  ASSERT_TRUE(j.available) << j.why_not;
+  ASSERT_EQ(j.matrix.size(), size_t(spec.steps));
+  std::map<Key, std::vector<std::pair<double, int>>> per_rank_sums;  // key -> per rank (sum, count)
+  for (int k = 0; k < spec.steps; ++k) {
+    std::map<Key, std::vector<double>> across;
+    for (size_t r = 0; r < nranks; ++r)
+      for (const Seen& x : seen[r][k]) across[x.key].push_back(x.dur);
+    std::map<Key, double> med;
+    for (auto& [key, durs] : across) med[key] = median(durs);
+    for (size_t r = 0; r < nranks; ++r) {
+      double excess = 0;
+      for (const Seen& x : seen[r][k]) {
+        excess += x.nccl ? 0 : x.dur - med[x.key];
+        auto& sums = per_rank_sums[x.key];
+        sums.resize(nranks);
+        sums[r].first += x.dur;
+        ++sums[r].second;
+      }
+      EXPECT_NEAR(j.matrix[k][r].duration_excess_ns, excess, 1e-6) << "step " << k << " rank " << r;
+    }
+  }
+  // Each position's median over ranks of the rank's mean over steps, compared name by name.
+  std::map<std::string, std::vector<double>> want, got;
+  for (const auto& [key, sums] : per_rank_sums) {
+    std::vector<double> means;
+    for (const auto& [sum, n] : sums)
+      if (n) means.push_back(sum / n);
+    want[m.strings.at(key.first)].push_back(median(means));
+  }
+  for (const KernelSlotStats& ks : j.kernels) got[ks.name].push_back(ks.median_duration_ns);
+  for (auto* side : {&want, &got})
+    for (auto& [name, v] : *side) std::sort(v.begin(), v.end());
+  ASSERT_EQ(want.size(), got.size());
+  for (const auto& [name, v] : want) {
+    ASSERT_EQ(got[name].size(), v.size()) << name;
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(got[name][i], v[i], 1e-6) << name;
+  }
 }
 
 TEST(Verdict, RobustZ) {

@@ -108,6 +108,75 @@ TEST(Stats, SelectionGivesWhatASortGives) {
   check(with_inf, "with infinity");
 }
 
+// The selection from a guess (stats.h MedianGuess, used step after step and rank after rank) gives
+// exactly what a sort gives, however good or bad the guess: sets that drift slowly, that jump far
+// away, all equal, tied, negative, of every small size and even and odd; and with a series of alike
+// sets the guess narrows to a quarter of the values or fewer (what makes it pay).
+TEST(Stats, SelectionFromAGuessGivesWhatASortGives) {
+  std::mt19937_64 rng(31);
+  MedianGuess for_median, for_kth;
+  std::vector<double> scratch;
+  auto check = [&](const std::vector<double>& v, const std::string& what) {
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = v.size();
+    scratch.assign(3 * n + 1, -1);
+    auto get = [&](size_t i) { return v[i]; };
+    const double want = n == 0 ? 0 : n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    EXPECT_EQ(median_guessed(n, get, for_median, scratch.data()), want) << what << " n=" << n;
+    if (n == 0) return;
+    for (size_t k : {size_t{0}, n / 2, n - 1, (n * 95) / 100})
+      EXPECT_EQ(kth_guessed(n, get, k, for_kth, scratch.data()), sorted[k]) << what << " n=" << n << " k=" << k;
+  };
+  std::normal_distribution<double> spread(20'000, 400);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{25}, size_t{96}, size_t{960}, size_t{961}}) {
+    for (int round = 0; round < 30; ++round) {
+      std::vector<double> v(n);
+      const double drift = 1.0 + 0.002 * round;
+      for (double& x : v) x = std::round(spread(rng) * drift);
+      check(v, "drifting");
+    }
+    std::vector<double> far(n), ties(n), same(n, 7), negative(n);
+    for (size_t i = 0; i < n; ++i) {
+      far[i] = 1e12 + double(rng() % 1000);
+      ties[i] = double(rng() % 3);
+      negative[i] = -double(rng() % 1'000'000);
+    }
+    check(far, "far above the guess");
+    check(ties, "ties");
+    check(ties, "ties again");
+    check(same, "all equal");
+    check(negative, "far below the guess");
+    check(far, "far above again");
+  }
+  // The middle pair split across two regions: the lower one is the largest of the region before.
+  const std::vector<double> ten = {10, 3, 7, 1, 9, 5, 2, 8, 6, 4};
+  for (const MedianGuess& g : {MedianGuess{true, 8, 2.5}, MedianGuess{true, 3, 2.5}, MedianGuess{true, 5.5, 0.25}}) {
+    for_median = g;
+    check(ten, "the middle pair at a region's edge, guess " + std::to_string(g.center));
+  }
+  // Alike sets: after a few, a quarter of the values or fewer fall inside the guess.
+  MedianGuess g;
+  std::vector<double> v(960);
+  for (int round = 0; round < 12; ++round) {
+    for (double& x : v) x = std::round(spread(rng));
+    scratch.assign(3 * v.size(), 0);
+    (void)median_guessed(v.size(), [&](size_t i) { return v[i]; }, g, scratch.data());
+  }
+  const size_t inside = size_t(std::count_if(v.begin(), v.end(), [&](double x) {
+    return x >= g.center - g.width && x <= g.center + g.width;
+  }));
+  EXPECT_LE(inside, v.size() / 4 + v.size() / 8) << "width " << g.width;  // the next set's is near that
+  EXPECT_GT(g.width, 0);
+  // Values that are not numbers: the selection still ends.
+  std::vector<double> some_nan(960);
+  for (size_t i = 0; i < some_nan.size(); ++i)
+    some_nan[i] = i % 7 == 0 ? std::numeric_limits<double>::quiet_NaN() : double(i % 1000);
+  scratch.assign(3 * some_nan.size(), 0);
+  (void)median_guessed(some_nan.size(), [&](size_t i) { return some_nan[i]; }, g, scratch.data());
+  (void)kth_guessed(some_nan.size(), [&](size_t i) { return some_nan[i]; }, 5, g, scratch.data());
+}
+
 // Inputs that defeat a median-of-three pivot (each round then removes two values) and values that
 // are not numbers: the selection still ends, with the sorted answer where one exists.
 TEST(Stats, SelectionEndsOnAdversarialAndNanInput) {
