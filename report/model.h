@@ -145,26 +145,31 @@ inline GpuSpan span_of(const GpuActivity& a) {
           static_cast<int16_t>(device_fits ? a.device : -1), a.kind, a.nccl};
 }
 
-// How a file's GpuSpans are kept once read (issue 29: 24 bytes a record instead of 48, so that
+// How a file's GpuSpans are kept once read (issue 29: 16 bytes a record instead of 48, so that
 // 960 x 903 x 50 kernels fit in 2 GiB with room to spare, and every pass of the analyses over them
-// reads half the memory). The three host and GPU lengths are 32-bit offsets from the GPU start;
-// what a record shares with many others (name, section, device, stream, kind, NCCL) is a label,
-// an index into the chunk's table of them: a file has a few thousand at most (903 kernel names
-// on one stream at the GTC 2020 shape). A record the offsets cannot hold exactly (a kernel or a
-// launch queue over 4.3 s, a launch after its kernel's start, times near the ends of int64) is
-// kept whole in SpanChunk::escaped.
+// reads a third of the memory). The start is a 32-bit offset from its block's base (SpanChunk::
+// block_base: one per 64 positions, 2^31 ns before the block's first start, so a block's records
+// may lie 2.1 s either side of it); the three host and GPU lengths are offsets from the start; what
+// a record shares with many others (name, section, device, stream, kind, NCCL) is a label, an index
+// into the chunk's table of them: a file has a few thousand at most (903 kernel names on one stream
+// at the GTC 2020 shape). A record the offsets cannot hold exactly (a start 2.1 s from its block's
+// first, a kernel or a launch queue over 4.3 s, a launch call over 65 us, a launch after its kernel's
+// start, times near the ends of int64, a chunk's 65,535th label) is kept whole in SpanChunk::escaped:
+// 1.7 % of the launch calls in HTA's Kineto test traces last longer than 65 us.
 struct PackedSpan {
   static constexpr uint32_t kNoApi = UINT32_MAX;    // launch_lead_ns: host call unknown (both times 0)
-  static constexpr uint32_t kEscaped = UINT32_MAX;  // label: kept whole, duration_ns is its index in escaped
-  int64_t start_ns = 0;
-  uint32_t label = 0;            // in SpanChunk::labels, or kEscaped
+  static constexpr uint16_t kEscaped = UINT16_MAX;  // label: kept whole, duration_ns is its index in escaped
+  uint32_t start_offset_ns = 0;  // start - SpanChunk::base_of(position)
   uint32_t duration_ns = 0;      // end - start; escaped: the index in SpanChunk::escaped
   uint32_t launch_lead_ns = 0;   // start - api_start, or kNoApi
-  uint32_t api_duration_ns = 0;  // api_end - api_start
+  uint16_t label = 0;            // in SpanChunk::labels, or kEscaped
+  uint16_t api_duration_ns = 0;  // api_end - api_start
 };
-static_assert(sizeof(PackedSpan) == 24);
+static_assert(sizeof(PackedSpan) == 16);
 
 // One file's records in its order (RankData::span_chunks): packed, read back as GpuSpan values.
+// A record's times depend on its position (its block's base): records move only through
+// move_record and replace, which pack them again where the bases differ.
 struct SpanChunk {
   // What records share: all of a GpuSpan but its times.
   struct Label {
@@ -182,33 +187,53 @@ struct SpanChunk {
     }
   };
   static_assert(sizeof(Label) == 16 && std::has_unique_object_representations_v<Label>);
+  static constexpr unsigned kBlockBits = 6;  // 64 records: 2.1 s holds them at 30 launches a second
+  static constexpr size_t kBlockMask = (size_t{1} << kBlockBits) - 1;
   std::vector<PackedSpan> packed;
+  std::vector<int64_t> block_base;  // per 64 positions: what their start offsets are from
   std::vector<Label> labels;
   std::vector<GpuSpan> escaped;
 
   size_t size() const { return packed.size(); }
   bool empty() const { return packed.empty(); }
   static bool is_escaped(const PackedSpan& p) { return p.label == PackedSpan::kEscaped; }
+  [[gnu::always_inline]] int64_t base_of(size_t i) const { return block_base[i >> kBlockBits]; }
   // Inlined: the analyses read every record several times (jitter, breakdown), and only the fields
   // they use are then computed.
-  [[gnu::always_inline]] GpuSpan at(size_t i) const { return unpack(packed[i]); }
-  [[gnu::always_inline]] GpuSpan unpack(const PackedSpan& p) const {
+  [[gnu::always_inline]] GpuSpan at(size_t i) const { return unpack(packed[i], base_of(i)); }
+  [[gnu::always_inline]] GpuSpan unpack(const PackedSpan& p, int64_t base) const {
     if (is_escaped(p)) [[unlikely]]
       return escaped[p.duration_ns];
     const Label& l = labels[p.label];
     const bool api = p.launch_lead_ns != PackedSpan::kNoApi;
-    const uint64_t start = static_cast<uint64_t>(p.start_ns), api_start = start - (api ? p.launch_lead_ns : 0);
-    return {p.start_ns, static_cast<int64_t>(start + p.duration_ns), api ? static_cast<int64_t>(api_start) : 0,
-            api ? static_cast<int64_t>(api_start + p.api_duration_ns) : 0, l.name, l.section, l.stream, l.device,
-            l.kind, l.nccl};
+    const uint64_t start = static_cast<uint64_t>(base) + p.start_offset_ns;
+    const uint64_t api_start = start - (api ? p.launch_lead_ns : 0);
+    return {static_cast<int64_t>(start), static_cast<int64_t>(start + p.duration_ns),
+            api ? static_cast<int64_t>(api_start) : 0, api ? static_cast<int64_t>(api_start + p.api_duration_ns) : 0,
+            l.name, l.section, l.stream, l.device, l.kind, l.nccl};
   }
-  [[gnu::always_inline]] void push_back(const GpuSpan& a) { packed.push_back(pack(a)); }
-  [[gnu::always_inline]] void replace(PackedSpan& p, const GpuSpan& a) { p = pack(a); }
+  [[gnu::always_inline]] void push_back(const GpuSpan& a) {
+    const size_t i = packed.size();
+    if ((i & kBlockMask) == 0) block_base.push_back(base_for(a.start_ns));
+    packed.push_back(pack(a, base_of(i)));
+  }
+  // Record i packed again as `a` (its block's base kept).
+  void replace(size_t i, const GpuSpan& a) { packed[i] = pack(a, base_of(i)); }
+  // Record `from` to position `to` (to < from, compacting), packed again where their bases differ.
+  void move_record(size_t from, size_t to) {
+    const PackedSpan& p = packed[from];
+    if (is_escaped(p) || base_of(from) == base_of(to)) packed[to] = p;
+    else replace(to, at(from));
+  }
   void reserve(size_t n) { packed.reserve(n); }
   // Appends another file's records after these, its labels and records kept whole renumbered into
   // these tables; returns where they begin. A rank's files joined into one array
   // (report/read/span_chunks.h, where the caller checks that the sums fit: spans_fit_one_array).
   uint32_t append(SpanChunk&& other);
+  // Every record's times moved by d (a clock correction; reader_checks.cpp): the bases move, and a
+  // record whose times saturate or whose host times become 0 (unknown) is packed again.
+  template <class ShiftSpan>
+  void shift(int64_t d, ShiftSpan shift_span);
   // The lookups serve packing only: freed once a file is read (about 50 KB a file of 903 kernel
   // names; a chunk packed again later, shifted in time, builds them anew), and wrong once the
   // labels' string ids were renumbered (reader_parallel.cpp).
@@ -225,6 +250,7 @@ struct SpanChunk {
   Mark mark() const { return {packed.size(), escaped.size()}; }
   void truncate(Mark m) {
     packed.resize(std::min(packed.size(), m.packed));
+    block_base.resize((packed.size() + kBlockMask) >> kBlockBits);
     escaped.resize(std::min(escaped.size(), m.escaped));
   }
 
@@ -237,13 +263,18 @@ struct SpanChunk {
       return static_cast<size_t>(h);
     }
   };
+  // A block's base: 2^31 ns before its first record's start (held inside int64).
+  static int64_t base_for(int64_t start) {
+    constexpr int64_t kHalf = int64_t{1} << 31;
+    return start < INT64_MIN + kHalf ? INT64_MIN : start - kHalf;
+  }
   // A name's last label first (a kernel keeps its section and stream for many records in a row),
   // then the table of all: a label costs one load and compare in the reader's loop over every record.
   static constexpr uint32_t kNamesRemembered = 1u << 20;  // beyond (kNone, ids no table holds): the table only
   std::vector<uint32_t> last_label_of_name;  // by name id; others' in last_label_unnamed
   uint32_t last_label_unnamed = PackedSpan::kEscaped;
   std::unordered_map<Label, uint32_t, LabelHash> label_lookup;
-  [[gnu::always_inline]] PackedSpan pack(const GpuSpan& a);  // in the reader's loop over every record
+  [[gnu::always_inline]] PackedSpan pack(const GpuSpan& a, int64_t base);  // in the reader's loop over every record
   [[gnu::always_inline]] uint32_t label_of(const Label& l);
   uint32_t find_label(const Label& l, uint32_t& last);
 };
@@ -265,7 +296,7 @@ struct SpanChunk {
 inline uint32_t SpanChunk::find_label(const Label& l, uint32_t& last) {
   auto [it, added] = label_lookup.try_emplace(l, static_cast<uint32_t>(labels.size()));
   if (added) {
-    if (labels.size() >= PackedSpan::kEscaped) {  // 4 G labels: the rest are kept whole
+    if (labels.size() >= PackedSpan::kEscaped) {  // 65,535 labels: the rest are kept whole
       label_lookup.erase(it);
       return PackedSpan::kEscaped;
     }
@@ -275,28 +306,54 @@ inline uint32_t SpanChunk::find_label(const Label& l, uint32_t& last) {
   return it->second;
 }
 
-[[gnu::always_inline]] inline PackedSpan SpanChunk::pack(const GpuSpan& a) {
+[[gnu::always_inline]] inline PackedSpan SpanChunk::pack(const GpuSpan& a, int64_t base) {
   PackedSpan p;
-  p.start_ns = a.start_ns;
   const bool api = a.api_start_ns || a.api_end_ns;
-  int64_t duration = 0, lead = 0, api_duration = 0;
-  bool fits = !__builtin_sub_overflow(a.end_ns, a.start_ns, &duration) && duration >= 0 && duration <= UINT32_MAX;
+  int64_t offset = 0, duration = 0, lead = 0, api_duration = 0;
+  bool fits = !__builtin_sub_overflow(a.start_ns, base, &offset) && offset >= 0 && offset <= UINT32_MAX;
+  fits &= !__builtin_sub_overflow(a.end_ns, a.start_ns, &duration) && duration >= 0 && duration <= UINT32_MAX;
   if (api) {
     fits &= !__builtin_sub_overflow(a.start_ns, a.api_start_ns, &lead) && lead >= 0 && lead < PackedSpan::kNoApi;
     fits &= !__builtin_sub_overflow(a.api_end_ns, a.api_start_ns, &api_duration) && api_duration >= 0 &&
-            api_duration <= UINT32_MAX;
+            api_duration <= UINT16_MAX;
   }
+  p.start_offset_ns = static_cast<uint32_t>(offset);
   p.duration_ns = static_cast<uint32_t>(duration);
   p.launch_lead_ns = api ? static_cast<uint32_t>(lead) : PackedSpan::kNoApi;
-  p.api_duration_ns = static_cast<uint32_t>(api_duration);
-  if (fits) p.label = label_of({a.name, a.section, a.stream, a.device, a.kind, a.nccl});
+  p.api_duration_ns = static_cast<uint16_t>(api_duration);
+  uint32_t label = PackedSpan::kEscaped;
+  if (fits) label = label_of({a.name, a.section, a.stream, a.device, a.kind, a.nccl});
   // Fits: unpack gives back exactly `a` (each offset was taken without overflow and is added back
   // the same way; known host times stay known, as their offsets are not kNoApi).
-  if (fits && p.label != PackedSpan::kEscaped) return p;
+  if (fits && label != PackedSpan::kEscaped) {
+    p.label = static_cast<uint16_t>(label);
+    return p;
+  }
   p.label = PackedSpan::kEscaped;
   p.duration_ns = static_cast<uint32_t>(escaped.size());
   escaped.push_back(a);
   return p;
+}
+
+template <class ShiftSpan>
+void SpanChunk::shift(int64_t d, ShiftSpan shift_span) {
+  for (GpuSpan& a : escaped) shift_span(a);
+  std::vector<std::pair<size_t, GpuSpan>> again;  // a block's records its moved base cannot hold
+  for (size_t b = 0; b < block_base.size(); ++b) {
+    const int64_t old_base = block_base[b];
+    int64_t new_base;
+    if (__builtin_add_overflow(old_base, d, &new_base)) new_base = d > 0 ? INT64_MAX : INT64_MIN;
+    again.clear();
+    const size_t last = std::min(packed.size(), (b + 1) << kBlockBits);
+    for (size_t i = b << kBlockBits; i < last; ++i) {
+      if (is_escaped(packed[i])) continue;  // shifted in escaped above
+      GpuSpan a = unpack(packed[i], old_base);
+      shift_span(a);
+      if (!(unpack(packed[i], new_base) == a)) again.emplace_back(i, a);
+    }
+    block_base[b] = new_base;
+    for (const auto& [i, a] : again) replace(i, a);
+  }
 }
 
 // A window's GpuSpans as values, wherever they are kept (RankData::spans_of): its own array, or a

@@ -301,7 +301,7 @@ void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCount
   by_label.assign(c.labels.size(), Tally{});
   for (size_t i = 0; i < g.size(); ++i) {
     const PackedSpan& p = c.packed[g.in_chunk_first + i];
-    const GpuSpan a = c.unpack(p);
+    const GpuSpan a = c.at(g.in_chunk_first + i);
     launches.add(a, opt, rb.launch);
     if (SpanChunk::is_escaped(p)) {
       counts.add(a, {1, double(a.end_ns - a.start_ns), i}, rb.types);

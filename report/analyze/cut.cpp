@@ -22,10 +22,13 @@ void erase_spans_if(RankData& r, CaptureWindow& w, Drop drop) {
   std::erase_if(w.gpu_spans, drop);
   if (!w.gpu_spans_count) return;
   SpanChunk& chunk = r.span_chunks[w.gpu_spans_chunk];
-  PackedSpan* first = chunk.packed.data() + w.gpu_spans_first;
-  w.gpu_spans_count = static_cast<uint32_t>(
-      std::remove_if(first, first + w.gpu_spans_count, [&](const PackedSpan& p) { return drop(chunk.unpack(p)); }) -
-      first);
+  size_t kept = w.gpu_spans_first;
+  for (size_t i = w.gpu_spans_first; i < w.gpu_spans_first + w.gpu_spans_count; ++i) {
+    if (drop(chunk.at(i))) continue;
+    if (kept != i) chunk.move_record(i, kept);  // a record's times depend on its position's block
+    ++kept;
+  }
+  w.gpu_spans_count = static_cast<uint32_t>(kept - w.gpu_spans_first);
 }
 
 }  // namespace

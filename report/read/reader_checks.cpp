@@ -31,23 +31,6 @@ int64_t shifted(int64_t t, int64_t d) {
   return out;
 }
 
-// A packed record's times are offsets from its start, so shifting the start shifts them all, unless
-// a time saturated or a host time became 0 (unknown): then it is packed again (escaped if need be).
-// Escaped records are shifted in SpanChunk::escaped first.
-template <class ShiftSpan>
-void shift_packed(SpanChunk& chunk, PackedSpan& p, ShiftSpan shift_span) {
-  if (SpanChunk::is_escaped(p)) {
-    p.start_ns = chunk.unpack(p).start_ns;
-    return;
-  }
-  GpuSpan a = chunk.unpack(p);
-  shift_span(a);
-  PackedSpan moved = p;
-  moved.start_ns = a.start_ns;
-  if (chunk.unpack(moved) == a) p = moved;
-  else chunk.replace(p, a);
-}
-
 void shift_rank(RankData& r, int64_t d) {
   auto shift = [d](int64_t& t) { t = shifted(t, d); };
   auto shift_known = [d](int64_t& t) { if (t) t = shifted(t, d); };  // 0: unknown, stays unknown
@@ -60,8 +43,7 @@ void shift_rank(RankData& r, int64_t d) {
   shift_known(r.process_start_ns);
   shift_known(r.data_end_ns);
   for (SpanChunk& chunk : r.span_chunks) {  // unreferenced spans too: harmless, and one pass
-    for (GpuSpan& a : chunk.escaped) shift_span(a);
-    for (PackedSpan& p : chunk.packed) shift_packed(chunk, p, shift_span);
+    chunk.shift(d, shift_span);
     chunk.drop_label_lookups();  // what a record packed again looked its label up in
   }
   for (CaptureWindow& w : r.windows) {

@@ -26,9 +26,23 @@ uint32_t SpanChunk::append(SpanChunk&& other) {
   escaped.insert(escaped.end(), gone.escaped.begin(), gone.escaped.end());
   const size_t needed = packed.size() + gone.packed.size();  // the caller reserved the rank's sum, or grows it
   if (needed > packed.capacity()) packed.reserve(std::max(needed, 2 * packed.capacity()));
-  for (PackedSpan p : gone.packed) {
-    if (is_escaped(p)) p.duration_ns += escaped_first;  // its index in escaped
-    else p.label = label[p.label];
+  for (size_t j = 0; j < gone.packed.size(); ++j) {
+    PackedSpan p = gone.packed[j];
+    const size_t i = packed.size();
+    const GpuSpan a = gone.at(j);
+    if ((i & kBlockMask) == 0) block_base.push_back(base_for(a.start_ns));
+    if (is_escaped(p)) {
+      p.duration_ns += escaped_first;  // its index in escaped
+    } else {
+      // The same start from this position's base, where it fits; else packed again (escaped if need be).
+      const int64_t offset = static_cast<int64_t>(static_cast<uint64_t>(a.start_ns) - static_cast<uint64_t>(base_of(i)));
+      if (offset < 0 || offset > UINT32_MAX || label[p.label] >= PackedSpan::kEscaped) {
+        packed.push_back(pack(a, base_of(i)));
+        continue;
+      }
+      p.start_offset_ns = static_cast<uint32_t>(offset);
+      p.label = static_cast<uint16_t>(label[p.label]);
+    }
     packed.push_back(p);
   }
   drop_label_lookups();  // freed as after reading a file; a record packed again builds them anew

@@ -471,14 +471,21 @@ TEST(GpuFile, SpanCarriesEveryAnalysedFieldAtItsLimits) {
   EXPECT_EQ(span_of(made).device, -1);
 }
 
-// Issue 29: a file's records are kept packed in 24 bytes, their host and GPU lengths as 32-bit
-// offsets from the GPU start and what they share with other records (name, section, device,
-// stream, kind, NCCL) as a label. Whatever does not pack exactly is kept whole: every record reads
-// back as it was, at the limits of each offset and of int64.
-std::vector<laggard::report::GpuSpan> awkward_spans() {
+// Issue 29: a file's records are kept packed in 16 bytes: the start as a 32-bit offset from its
+// block's base (2^31 ns before the start of the block's first record), the host and GPU lengths as
+// offsets from the start (the launch call's in 16 bits), and what they share with other records
+// (name, section, device, stream, kind, NCCL) as a label. Whatever does not pack exactly is kept
+// whole: every record reads back as it was, at the limits of each offset and of int64.
+struct Awkward {
+  laggard::report::GpuSpan span;
+  bool packs_alone;      // as a chunk's first record: the block's base is its own start's
+  bool packs_after_first;  // after the first record (t) in the same block
+};
+
+std::vector<Awkward> awkward_spans() {
   using laggard::report::GpuSpan;
-  std::vector<GpuSpan> out;
-  auto add = [&](int64_t start, int64_t end, int64_t api_start, int64_t api_end) {
+  std::vector<Awkward> out;
+  auto add = [&](int64_t start, int64_t end, int64_t api_start, int64_t api_end, bool alone, bool after_first) {
     GpuSpan s;
     s.start_ns = start;
     s.end_ns = end;
@@ -490,48 +497,178 @@ std::vector<laggard::report::GpuSpan> awkward_spans() {
     s.stream = uint32_t(out.size() % 5 == 0 ? UINT32_MAX : 7);
     s.kind = laggard::report::GpuKind(out.size() % 3);
     s.nccl = out.size() % 2;
-    out.push_back(s);
+    out.push_back({s, alone, after_first});
   };
-  const int64_t t = 1'700'000'000'000'000'000, max32 = UINT32_MAX;
-  add(t, t + 1000, t - 500, t - 400);                    // packs
-  add(t, t + 1000, 0, 0);                                // packs: launch unknown
-  add(t, t + max32, t - (max32 - 1), t - (max32 - 1) + max32);  // packs: every offset at its largest
-  add(t, t + max32 + 1, t - 500, t - 400);               // a kernel of over 4.3 s
-  add(t, t + 1000, t - max32, t - 400);                  // a launch 4.3 s ahead (UINT32_MAX means unknown)
-  add(t, t + 1000, t - 500, t - 500 + max32 + 1);        // a launch call of over 4.3 s
-  add(t, t + 1000, t + 10, t + 20);                      // launched after its start (clock trouble)
-  add(t, t - 1, t - 500, t - 400);                       // ends before it starts
-  add(t, t + 1000, 0, t - 400);                          // launch start unknown, end known
-  add(t, t + 1000, t - 500, 0);                          // the other way round
-  add(t, t + 1000, t - 500, t - 600);                    // a call that ends before it starts
-  add(INT64_MAX - 1, INT64_MAX, INT64_MAX - 3, INT64_MAX - 2);  // packs: near the top of int64
-  add(INT64_MIN, INT64_MIN + 5, 0, 0);                   // packs: the bottom
-  add(INT64_MIN, INT64_MAX, INT64_MIN, -1);              // neither fits
-  add(500, 1000, 500, 600);                              // packs: launch at its start
-  add(0, 0, 0, 0);                                       // packs
+  const int64_t t = 1'700'000'000'000'000'000, max32 = UINT32_MAX, max16 = UINT16_MAX, half = int64_t{1} << 31;
+  add(t, t + 1000, t - 500, t - 400, true, true);                         // packs
+  add(t, t + 1000, 0, 0, true, true);                                     // packs: launch unknown
+  add(t, t + max32, t - (max32 - 1), t - (max32 - 1) + max16, true, true);  // packs: every offset at its largest
+  add(t, t + 1000, t - 500, t - 500 + max16 + 1, false, false);          // a launch call of over 65 us
+  add(t, t + max32 + 1, t - 500, t - 400, false, false);                 // a kernel of over 4.3 s
+  add(t, t + 1000, t - max32, t - 400, false, false);                    // a launch 4.3 s ahead (UINT32_MAX means unknown)
+  add(t, t + 1000, t - 500, t - 500 + max32 + 1, false, false);          // a launch call of over 4.3 s
+  add(t, t + 1000, t + 10, t + 20, false, false);                        // launched after its start (clock trouble)
+  add(t, t - 1, t - 500, t - 400, false, false);                         // ends before it starts
+  add(t, t + 1000, 0, t - 400, false, false);                            // launch start unknown, end known
+  add(t, t + 1000, t - 500, 0, false, false);                            // the other way round
+  add(t, t + 1000, t - 500, t - 600, false, false);                      // a call that ends before it starts
+  add(t + half - 1, t + half, 0, 0, true, true);                         // packs: the block's latest start
+  add(t + half, t + half + 1, 0, 0, true, false);                        // 2^31 ns after the block's first
+  add(t - half, t - half + 1, 0, 0, true, true);                         // packs: the block's earliest start
+  add(t - half - 1, t - half, 0, 0, true, false);                        // before it
+  add(INT64_MAX - 1, INT64_MAX, INT64_MAX - 3, INT64_MAX - 2, true, false);  // near the top of int64
+  add(INT64_MIN, INT64_MIN + 5, 0, 0, true, false);                      // the bottom
+  add(INT64_MIN, INT64_MAX, INT64_MIN, -1, false, false);                // neither fits
+  add(500, 1000, 500, 600, true, false);                                 // launch at its start
+  add(0, 0, 0, 0, true, false);
   return out;
 }
 
 TEST(SpanChunk, EveryRecordReadsBackAsItWasPackedOrKeptWhole) {
   using namespace laggard::report;
-  static_assert(sizeof(PackedSpan) == 24, "what keeps 960 x 903 x 50 kernels in 2 GiB");
-  const std::vector<GpuSpan> spans = awkward_spans();
-  SpanChunk chunk;
-  for (const GpuSpan& s : spans) chunk.push_back(s);
-  ASSERT_EQ(chunk.size(), spans.size());
-  for (size_t i = 0; i < spans.size(); ++i) EXPECT_TRUE(chunk.at(i) == spans[i]) << i;
-  EXPECT_EQ(chunk.escaped.size(), 9u);  // the nine that say why above
-  EXPECT_EQ(chunk.labels.size(), 16u - 9u);  // every packed record its own: each has its own name
-  SpanRange range(chunk, 2, 3);
+  static_assert(sizeof(PackedSpan) == 16, "what keeps 960 x 903 x 50 kernels in 2 GiB");
+  const std::vector<Awkward> spans = awkward_spans();
+  SpanChunk together;
+  for (const Awkward& s : spans) {
+    SpanChunk alone;
+    alone.push_back(s.span);
+    EXPECT_TRUE(alone.at(0) == s.span) << s.span.name;
+    EXPECT_EQ(!SpanChunk::is_escaped(alone.packed[0]), s.packs_alone) << s.span.name;
+    together.push_back(s.span);
+  }
+  ASSERT_EQ(together.size(), spans.size());
+  size_t kept_whole = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_TRUE(together.at(i) == spans[i].span) << i;
+    EXPECT_EQ(!SpanChunk::is_escaped(together.packed[i]), spans[i].packs_after_first) << i;
+    kept_whole += !spans[i].packs_after_first;
+  }
+  EXPECT_EQ(together.escaped.size(), kept_whole);
+  EXPECT_EQ(together.labels.size(), spans.size() - kept_whole);  // every packed record its own: each has its own name
+  SpanRange range(together, 2, 3);
   std::vector<GpuSpan> seen(range.begin(), range.end());
   ASSERT_EQ(seen.size(), 3u);
-  EXPECT_TRUE(seen[2] == spans[4]);
+  EXPECT_TRUE(seen[2] == spans[4].span);
+}
+
+// Each block of 64 positions has its own base: records an hour apart pack when the later one begins
+// a block, and are kept whole inside one. A chunk cut back (a refused window) drops the bases of the
+// blocks it no longer reaches, and the next record begins its block anew.
+TEST(SpanChunk, EachBlockOfPositionsHasItsOwnBase) {
+  using namespace laggard::report;
+  constexpr size_t kBlock = size_t{1} << SpanChunk::kBlockBits;
+  static_assert(kBlock == 64);
+  const int64_t hour = 3'600'000'000'000;
+  auto span_at = [](int64_t start) {
+    GpuSpan s;
+    s.start_ns = start;
+    s.end_ns = start + 100;
+    s.api_start_ns = start - 50;
+    s.api_end_ns = start - 40;
+    s.name = 1;
+    return s;
+  };
+  SpanChunk chunk;
+  std::vector<GpuSpan> spans;
+  const size_t jump = kBlock + kBlock / 2;
+  for (size_t i = 0; i < 3 * kBlock + 5; ++i) {
+    // Block 1 begins an hour later; in it, one record jumps an hour more.
+    const int64_t start = 1'000'000 + int64_t(i) * 1000 + (i >= kBlock ? hour : 0) + (i == jump ? hour : 0);
+    spans.push_back(span_at(start));
+    chunk.push_back(spans.back());
+  }
+  ASSERT_EQ(chunk.block_base.size(), 4u);
+  for (size_t i = 0; i < spans.size(); ++i) ASSERT_TRUE(chunk.at(i) == spans[i]) << i;
+  EXPECT_EQ(chunk.escaped.size(), 1u);
+  EXPECT_TRUE(SpanChunk::is_escaped(chunk.packed[jump]));
+  EXPECT_FALSE(SpanChunk::is_escaped(chunk.packed[kBlock]));
+  chunk.truncate({kBlock, 0});
+  EXPECT_EQ(chunk.block_base.size(), 1u);
+  const GpuSpan later = span_at(5 * hour);  // begins block 1 again, with its own base
+  chunk.push_back(later);
+  EXPECT_TRUE(chunk.at(kBlock) == later);
+  EXPECT_FALSE(SpanChunk::is_escaped(chunk.packed[kBlock]));
+  // A block's records 2.1 s after its first are kept whole: 40 ms apart, the last ten of 64.
+  SpanChunk sparse;
+  for (size_t i = 0; i < kBlock; ++i) sparse.push_back(span_at(int64_t(i) * 40'000'000));
+  EXPECT_EQ(sparse.escaped.size(), 10u);
+  for (size_t i = 0; i < kBlock; ++i) EXPECT_TRUE(sparse.at(i) == span_at(int64_t(i) * 40'000'000)) << i;
+}
+
+// Records that move keep their times: a chunk appended to another (a rank's files joined) lands at
+// other positions, under other bases; records compacted by a cut move to earlier blocks; a clock
+// shift moves every base, and records whose times then saturate are packed again or kept whole.
+TEST(SpanChunk, RecordsKeepTheirTimesWhenTheyMoveOrShift) {
+  using namespace laggard::report;
+  auto make = [](size_t n, int64_t first, int64_t step, uint32_t name) {
+    std::vector<GpuSpan> v;
+    for (size_t i = 0; i < n; ++i) {
+      GpuSpan s;
+      s.start_ns = first + int64_t(i) * step;
+      s.end_ns = s.start_ns + 100 + int64_t(i % 7);
+      if (i % 3) s.api_start_ns = s.start_ns - 500, s.api_end_ns = s.start_ns - 400 + int64_t(i % 5);
+      s.name = name + uint32_t(i % 4);
+      s.section = uint32_t(i % 2);
+      v.push_back(s);
+    }
+    return v;
+  };
+  const std::vector<GpuSpan> a = make(1500, 1'000'000, 1000, 0);
+  std::vector<GpuSpan> b = make(1300, 10'000'000'000, 35'000'000, 2);  // 10 s later, 35 ms apart
+  b[700].api_end_ns = b[700].api_start_ns + 70'000;  // kept whole in b
+  SpanChunk ca, cb;
+  for (const GpuSpan& s : a) ca.push_back(s);
+  for (const GpuSpan& s : b) cb.push_back(s);
+  const size_t b_kept_whole = cb.escaped.size();  // b[700], and b's records 2.1 s after their block's first
+  ASSERT_GT(b_kept_whole, 1u);
+  ca.drop_label_lookups();
+  const uint32_t first = ca.append(std::move(cb));
+  ASSERT_EQ(first, a.size());
+  std::vector<GpuSpan> all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  ASSERT_EQ(ca.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_TRUE(ca.at(i) == all[i]) << i;
+  // In their new blocks (b begins in the middle of one), other records of b lie too far from their
+  // block's first, and others no longer do.
+  EXPECT_NE(ca.escaped.size(), b_kept_whole);
+  EXPECT_LT(ca.escaped.size(), b.size() / 2);
+
+  // Compacting: every third record dropped, the rest moved down across block boundaries.
+  std::vector<GpuSpan> kept;
+  size_t to = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i % 3 == 1) continue;
+    ca.move_record(i, to++);
+    kept.push_back(all[i]);
+  }
+  for (size_t i = 0; i < kept.size(); ++i) ASSERT_TRUE(ca.at(i) == kept[i]) << i;
+
+  // Shifting: by a minute, then to the top of int64 (times saturate: packed again or kept whole).
+  for (const int64_t d : {int64_t{60'000'000'000}, INT64_MAX - 5'000'000'000}) {
+    SpanChunk c;
+    for (const GpuSpan& s : all) c.push_back(s);
+    auto shift = [d](GpuSpan& s) {
+      auto move = [d](int64_t& t, bool keep_zero) {
+        if (keep_zero && !t) return;
+        if (__builtin_add_overflow(t, d, &t)) t = d > 0 ? INT64_MAX : INT64_MIN;
+      };
+      move(s.start_ns, false);
+      move(s.end_ns, false);
+      move(s.api_start_ns, true);
+      move(s.api_end_ns, true);
+    };
+    c.shift(d, shift);
+    for (size_t i = 0; i < all.size(); ++i) {
+      GpuSpan want = all[i];
+      shift(want);
+      ASSERT_TRUE(c.at(i) == want) << "shift " << d << " record " << i;
+    }
+  }
 }
 
 // Records share labels: one per (name, section, device, stream, kind, NCCL) however the records
-// interleave, a name seen again in another section or on another stream gets its own, and a file
-// of more (device, stream) pairs than 16 bits can number still packs every record (the 32-byte
-// layout kept the pairs past 65,536 whole).
+// interleave, a name seen again in another section or on another stream gets its own, and past a
+// chunk's 65,535th label (16 bits) a record that needs a new one is kept whole: still read back.
 TEST(SpanChunk, RecordsShareOneLabelPerNameSectionAndStream) {
   using namespace laggard::report;
   SpanChunk chunk;
@@ -556,10 +693,12 @@ TEST(SpanChunk, RecordsShareOneLabelPerNameSectionAndStream) {
   spans.push_back(spans[5]);
   spans.back().name = 0xfffffff0u;
   chunk.push_back(spans.back());
-  EXPECT_EQ(chunk.escaped.size(), 0u);
   std::set<std::tuple<uint32_t, uint32_t, uint32_t, int16_t, bool>> distinct;
   for (const GpuSpan& s : spans) distinct.insert({s.name, s.section, s.stream, s.device, s.nccl});
-  EXPECT_EQ(chunk.labels.size(), distinct.size());
+  ASSERT_GT(distinct.size(), size_t{PackedSpan::kEscaped});
+  EXPECT_EQ(chunk.labels.size(), size_t{PackedSpan::kEscaped});
+  EXPECT_EQ(chunk.escaped.size(), distinct.size() - PackedSpan::kEscaped);  // one record per label past the table
+  EXPECT_FALSE(SpanChunk::is_escaped(chunk.packed[70'000]));  // the label met long before
   for (size_t i = 0; i < spans.size(); ++i) ASSERT_TRUE(chunk.at(i) == spans[i]) << i;
 }
 
@@ -605,7 +744,8 @@ TEST(SpanChunk, AShiftedRankReadsAsItsRecordsShiftedOneByOne) {
   using namespace laggard::report;
   const int64_t to_zero = -(1'700'000'000'000'000'000 - 500);  // the first record's launch to 0
   for (int64_t d : {int64_t(-5'000'000'000'000), int64_t(5'000'000'000'000), to_zero, INT64_MAX / 2, INT64_MIN / 2}) {
-    std::vector<GpuSpan> spans = awkward_spans();
+    std::vector<GpuSpan> spans;
+    for (const Awkward& a : awkward_spans()) spans.push_back(a.span);
     RunModel wide, packed;
     for (int r = 0; r < 3; ++r) {
       RankData a;
