@@ -93,33 +93,56 @@ double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
 
 // The step's final TTKE (time to kernel end, NCCL kernels left out), and its kernels' launch
 // delays into `delays`: one pass over the step's activities for both.
-double final_ttke_of(const RankIndex& x, std::pair<size_t, size_t> range, std::vector<double>& delays) {
-  double ttke = 0;
-  for (size_t i = range.first; i < range.second; ++i) {
-    const GpuSpan a = x.timeline->at(i);
-    if (!a.nccl) ttke += gap_before(a, x.timeline->previous_of(i)) + double(a.end_ns - a.start_ns);
-    if (a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
+// A kernel's part of its step's final TTKE (NCCL kernels left out), and its launch delay into `delays`.
+[[gnu::always_inline]] inline double add_to_step(const GpuTimeline& t, size_t i, const GpuSpan& a,
+                                                 std::vector<double>& delays) {
+  if (a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
+  return a.nccl ? 0 : gap_before(a, t.previous_of(i)) + double(a.end_ns - a.start_ns);
+}
+
+// The steps' launches follow each other (each range begins at or after the one before ends): the
+// usual case, where one pass over the records serves every step.
+bool ranges_in_order(const std::vector<std::pair<size_t, size_t>>& ranges) {
+  for (size_t k = 1; k < ranges.size(); ++k)
+    if (ranges[k].first < ranges[k - 1].second) return false;
+  return true;
+}
+
+// The rank's NCCL kernels' (start, end), each step's final TTKE (time to kernel end, NCCL kernels
+// left out) and its kernels' launch delays, in one pass over the records where the steps follow each
+// other (issue 29: the NCCL kernels were a pass of their own over every record), else step by step.
+// The sums are added in launch order either way: the same doubles.
+void scan_records(RankIndex& x, std::vector<std::pair<int64_t, int64_t>>& nccl_by_start, std::vector<double>& delays) {
+  const GpuTimeline& t = *x.timeline;
+  x.final_ttke.assign(x.steps.size(), 0);
+  if (!ranges_in_order(x.steps)) {
+    for (size_t i = 0; i < t.size(); ++i)
+      if (const GpuSpan a = t.at(i); a.nccl) nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+    for (size_t k = 0; k < x.steps.size(); ++k)
+      for (size_t i = x.steps[k].first; i < x.steps[k].second; ++i) x.final_ttke[k] += add_to_step(t, i, t.at(i), delays);
+    return;
   }
-  return ttke;
+  size_t k = 0;  // the first step whose launches do not end before record i
+  for (size_t i = 0; i < t.size(); ++i) {
+    const GpuSpan a = t.at(i);
+    if (a.nccl) nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+    while (k < x.steps.size() && x.steps[k].second <= i) ++k;
+    if (k < x.steps.size() && i >= x.steps[k].first) x.final_ttke[k] += add_to_step(t, i, a, delays);
+  }
 }
 
 RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r, int nsteps) {
   RankIndex x;
   x.timeline = &timeline;
+  x.steps.reserve(nsteps);
+  for (int k = 0; k < nsteps; ++k) x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
   std::vector<std::pair<int64_t, int64_t>> nccl_by_start;
-  for (size_t i = 0; i < timeline.size(); ++i)
-    if (const GpuSpan a = timeline.at(i); a.nccl) nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+  std::vector<double> delays;
+  scan_records(x, nccl_by_start, delays);
   // By start only, as when these were pointers: the same permutation, ties included.
   std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  x.steps.reserve(nsteps);
-  x.final_ttke.reserve(nsteps);
   x.arrivals.reserve(nsteps);
-  std::vector<double> delays;
-  for (int k = 0; k < nsteps; ++k) {
-    x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
-    x.final_ttke.push_back(final_ttke_of(x, x.steps.back(), delays));
-    x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps.back()));
-  }
+  for (int k = 0; k < nsteps; ++k) x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps[k]));
   summarize_launch_delays(x, delays);
   return x;
 }

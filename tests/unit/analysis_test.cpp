@@ -2,6 +2,7 @@
 // must find exactly the injected rank, step, section and cause, and nothing on a healthy run.
 #include <map>
 #include <set>
+#include <tuple>
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -427,6 +428,62 @@ TEST(Jitter, KernelsAreMatchedByNameAndOccurrenceWhenStepsDiffer) {
   for (const auto& [name, v] : want) {
     ASSERT_EQ(got[name].size(), v.size()) << name;
     for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(got[name][i], v[i], 1e-6) << name;
+  }
+}
+
+// Each step's final time to kernel end (its compute and memory kernels' lengths and the idle time
+// on their stream before each, NCCL kernels left out) against a plain computation from the records,
+// with steps that follow each other, with or without records between them (jitter.cpp scans a
+// rank's records once for all of them), and with steps that overlap (each step's records summed on their own, a record in two steps in both).
+TEST(Jitter, EachStepsFinalTtkeIsItsKernelsGapsAndLengths) {
+  Spec spec;
+  const RunModel m = synth::make_run(spec);
+  const StepSet in_order = detect_steps(m, "");
+  ASSERT_EQ(in_order.count(), spec.steps);
+  StepSet overlapping = in_order;
+  for (std::vector<Step>& steps : overlapping.per_rank)
+    for (size_t k = 0; k + 1 < steps.size(); ++k)
+      steps[k].end_ns = steps[k + 1].start_ns + (steps[k + 1].end_ns - steps[k + 1].start_ns) / 2;
+  auto launch = [](const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; };
+  StepSet with_gaps = in_order;  // each step ends at its middle launch: records between the ranges
+  for (size_t r = 0; r < m.ranks.size(); ++r)
+    for (Step& st : with_gaps.per_rank[r]) {
+      std::vector<int64_t> launches;
+      for (const CaptureWindow& w : m.ranks[r].windows)
+        for (const GpuActivity& a : w.gpu)
+          if (launch(a) >= st.start_ns && launch(a) < st.end_ns) launches.push_back(launch(a));
+      std::sort(launches.begin(), launches.end());
+      ASSERT_GE(launches.size(), 4u);
+      st.end_ns = launches[launches.size() / 2];
+    }
+  for (const StepSet* steps : std::vector<const StepSet*>{&in_order, &with_gaps, &overlapping}) {
+    const JitterReport j = analyze_jitter(m, *steps);
+    ASSERT_TRUE(j.available) << j.why_not;
+    ASSERT_EQ(j.steps.size(), size_t(spec.steps));
+    for (size_t r = 0; r < m.ranks.size(); ++r) {
+      std::vector<const GpuActivity*> acts;  // by (device, stream, start): each one's predecessor before it
+      for (const CaptureWindow& w : m.ranks[r].windows)
+        for (const GpuActivity& a : w.gpu) acts.push_back(&a);
+      std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) {
+        return std::tie(a->device, a->stream, a->start_ns) < std::tie(b->device, b->stream, b->start_ns);
+      });
+      std::map<const GpuActivity*, double> gap;
+      for (size_t i = 0; i < acts.size(); ++i) {
+        const bool same_stream = i && acts[i - 1]->device == acts[i]->device && acts[i - 1]->stream == acts[i]->stream;
+        gap[acts[i]] = acts[i]->nccl || !same_stream ? 0 : std::max<double>(0, double(acts[i]->start_ns - acts[i - 1]->end_ns));
+      }
+      std::sort(acts.begin(), acts.end(), [&](const GpuActivity* a, const GpuActivity* b) { return launch(*a) < launch(*b); });
+      for (int k = 0; k < spec.steps; ++k) {
+        const Step& st = steps->per_rank[r][k];
+        double ttke = 0;
+        for (const GpuActivity* a : acts)
+          if (launch(*a) >= st.start_ns && launch(*a) < st.end_ns && !a->nccl)
+            ttke += gap[a] + double(a->end_ns - a->start_ns);
+        const double got = j.matrix[k][r].end_divergence_ns + j.steps[k].median_ttke_ns;
+        EXPECT_NEAR(got, ttke, 1e-3) << (steps == &in_order ? "in order" : steps == &with_gaps ? "with gaps" : "overlapping")
+                                     << " rank " << r << " step " << k;
+      }
+    }
   }
 }
 
