@@ -328,6 +328,8 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   TypeCounts counts(model.strings.size());
   RankBreakdown& rb = part.rb;
   LaunchTimes launches;
+  launches.delays.reserve(g.size());  // sized once: grown by doubling, each rank's were copied and faulted in again
+  launches.runtimes.reserve(g.size());
   if (g.in_chunk) {
     tally_by_label(g, opt, counts, rb, launches);
   } else {

@@ -138,6 +138,7 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
   for (int k = 0; k < nsteps; ++k) x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
   std::vector<std::pair<int64_t, int64_t>> nccl_by_start;
   std::vector<double> delays;
+  delays.reserve(timeline.size());  // sized once, as the breakdown's
   scan_records(x, nccl_by_start, delays);
   // By start only, as when these were pointers: the same permutation, ties included.
   std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
