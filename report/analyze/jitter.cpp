@@ -91,8 +91,6 @@ double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
   return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
-// The step's final TTKE (time to kernel end, NCCL kernels left out), and its kernels' launch
-// delays into `delays`: one pass over the step's activities for both.
 // A kernel's part of its step's final TTKE (NCCL kernels left out), and its launch delay into `delays`.
 [[gnu::always_inline]] inline double add_to_step(const GpuTimeline& t, size_t i, const GpuSpan& a,
                                                  std::vector<double>& delays) {
