@@ -122,8 +122,14 @@ class IdleIndex {
         if (lo < st.act(mid).start_ns) above = mid;
         else below = mid + 1;
       }
-      for (size_t i = std::max<size_t>(below, 1); i < st.n && lowest_prev_end_[st.lpe + i] < hi; ++i)
-        add_gap(st.act(i - 1), st.act(i), lo, hi, kernel_wait_ns, s);
+      size_t i = std::max<size_t>(below, 1);
+      if (i >= st.n || lowest_prev_end_[st.lpe + i] >= hi) continue;
+      GpuSpan prev = st.act(i - 1);  // each activity unpacked once, as the next gap's end and then its start
+      for (; i < st.n && lowest_prev_end_[st.lpe + i] < hi; ++i) {
+        const GpuSpan next = st.act(i);
+        add_gap(prev, next, lo, hi, kernel_wait_ns, s);
+        prev = next;
+      }
     }
     return s;
   }
