@@ -174,15 +174,13 @@ struct LaunchOrder {
 
 LaunchOrder launch_order(const std::vector<double>& delays, const std::vector<double>& runtimes) {
   thread_local MedianGuess median_delay, p95_delay, median_runtime;
-  thread_local std::vector<double> scratch;
-  scratch.resize(3 * std::max(delays.size(), runtimes.size()));
   LaunchOrder o;
   auto of = [](const std::vector<double>& v) { return [&v](size_t i) { return v[i]; }; };
   if (!delays.empty()) {
-    o.median_delay = median_guessed(delays.size(), of(delays), median_delay, scratch.data());
-    o.p95_delay = kth_guessed(delays.size(), of(delays), percentile_rank(delays.size(), 0.95), p95_delay, scratch.data());
+    o.median_delay = median_guessed(delays.size(), of(delays), median_delay);
+    o.p95_delay = kth_guessed(delays.size(), of(delays), percentile_rank(delays.size(), 0.95), p95_delay);
   }
-  o.median_runtime = median_guessed(runtimes.size(), of(runtimes), median_runtime, scratch.data());
+  o.median_runtime = median_guessed(runtimes.size(), of(runtimes), median_runtime);
   return o;
 }
 

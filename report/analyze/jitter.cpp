@@ -61,9 +61,7 @@ void summarize_launch_delays(RankIndex& x, std::vector<double>& delays) {
   for (double d : delays) near_zero += d < 10'000;
   x.near_zero_delay_share = delays.empty() ? 0 : double(near_zero) / double(delays.size());
   thread_local MedianGuess guess;  // from the last rank on this thread: ranks' delays are alike
-  thread_local std::vector<double> scratch;
-  scratch.resize(3 * delays.size());
-  x.median_delay_ns = median_guessed(delays.size(), [&](size_t i) { return delays[i]; }, guess, scratch.data());
+  x.median_delay_ns = median_guessed(delays.size(), [&](size_t i) { return delays[i]; }, guess);
 }
 
 // The step's first NCCL kernel, seen from the rank's previous sync point. nccl_by_start: the
@@ -268,10 +266,7 @@ double median_of(const SlotValues* first, const SlotValues* last, double SlotVal
 // The same, found from where it was in the last step (a kernel position's durations and gaps
 // change little from step to step).
 double median_near(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity, MedianGuess& guess) {
-  thread_local std::vector<double> scratch;
-  const size_t n = size_t(last - first);
-  if (scratch.size() < 3 * n) scratch.resize(3 * n);
-  return median_guessed(n, [&](size_t i) { return first[i].*quantity; }, guess, scratch.data());
+  return median_guessed(size_t(last - first), [&](size_t i) { return first[i].*quantity; }, guess);
 }
 
 // One step's kernels on every present rank, grouped by slot: medians across ranks per slot.

@@ -105,6 +105,12 @@ void update_guess(MedianGuess& g, double m, bool inside, size_t n_inside, size_t
 
 }  // namespace
 
+double* split_buffer(size_t n) {
+  thread_local std::vector<double> buffer;
+  if (buffer.size() < 3 * n) buffer.resize(3 * n);
+  return buffer.data();
+}
+
 double median_first_time(double* values, size_t n, MedianGuess& guess) {
   const double m = median_in_place(values, values + n);
   guess = {true, m, first_width(m)};

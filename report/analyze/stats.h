@@ -32,13 +32,13 @@ struct MedianGuess {
 
 // median_in_place of the n values get(0), ..., get(n - 1), the same double, with the guess kept up
 // to date (issue 29: the jitter analysis' cross-rank medians and the breakdown's per-rank medians of
-// launch delays were a sixth of 960 x 903 x 50, three partition passes each). scratch: room for 3n
-// values.
+// launch delays were a sixth of 960 x 903 x 50, three partition passes each). The values are split in
+// the calling thread's own buffer (split_buffer).
 template <class Get>
-double median_guessed(size_t n, Get get, MedianGuess& guess, double* scratch);
+double median_guessed(size_t n, Get get, MedianGuess& guess);
 // The k-th smallest of them (k < n), as kth_smallest gives it, likewise.
 template <class Get>
-double kth_guessed(size_t n, Get get, size_t k, MedianGuess& guess, double* scratch);
+double kth_guessed(size_t n, Get get, size_t k, MedianGuess& guess);
 
 // Median of weighted values; equals median() when all weights are equal.
 double weighted_median(std::vector<std::pair<double, double>> value_weight);
@@ -64,6 +64,8 @@ double median_of_split(const GuessSplit& split, MedianGuess& guess);
 double kth_of_split(const GuessSplit& split, size_t k, MedianGuess& guess);
 double median_first_time(double* values, size_t n, MedianGuess& guess);
 double kth_first_time(double* values, size_t n, size_t k, MedianGuess& guess);
+// The calling thread's buffer, with room for 3n values (kept from call to call).
+double* split_buffer(size_t n);
 
 // Every value stored in all three regions, one of which then grows: no branch on the values.
 template <class Get>
@@ -84,14 +86,16 @@ GuessSplit split_around(size_t n, Get get, const MedianGuess& guess, double* scr
 }
 
 template <class Get>
-double median_guessed(size_t n, Get get, MedianGuess& guess, double* scratch) {
+double median_guessed(size_t n, Get get, MedianGuess& guess) {
+  double* scratch = split_buffer(n);
   if (guess.known) return median_of_split(split_around(n, get, guess, scratch), guess);
   for (size_t i = 0; i < n; ++i) scratch[i] = get(i);
   return median_first_time(scratch, n, guess);
 }
 
 template <class Get>
-double kth_guessed(size_t n, Get get, size_t k, MedianGuess& guess, double* scratch) {
+double kth_guessed(size_t n, Get get, size_t k, MedianGuess& guess) {
+  double* scratch = split_buffer(n);
   if (guess.known) return kth_of_split(split_around(n, get, guess, scratch), k, guess);
   for (size_t i = 0; i < n; ++i) scratch[i] = get(i);
   return kth_first_time(scratch, n, k, guess);

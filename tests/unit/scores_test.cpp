@@ -115,18 +115,16 @@ TEST(Stats, SelectionGivesWhatASortGives) {
 TEST(Stats, SelectionFromAGuessGivesWhatASortGives) {
   std::mt19937_64 rng(31);
   MedianGuess for_median, for_kth;
-  std::vector<double> scratch;
   auto check = [&](const std::vector<double>& v, const std::string& what) {
     std::vector<double> sorted = v;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = v.size();
-    scratch.assign(3 * n + 1, -1);
     auto get = [&](size_t i) { return v[i]; };
     const double want = n == 0 ? 0 : n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    EXPECT_EQ(median_guessed(n, get, for_median, scratch.data()), want) << what << " n=" << n;
+    EXPECT_EQ(median_guessed(n, get, for_median), want) << what << " n=" << n;
     if (n == 0) return;
     for (size_t k : {size_t{0}, n / 2, n - 1, (n * 95) / 100})
-      EXPECT_EQ(kth_guessed(n, get, k, for_kth, scratch.data()), sorted[k]) << what << " n=" << n << " k=" << k;
+      EXPECT_EQ(kth_guessed(n, get, k, for_kth), sorted[k]) << what << " n=" << n << " k=" << k;
   };
   std::normal_distribution<double> spread(20'000, 400);
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{25}, size_t{96}, size_t{960}, size_t{961}}) {
@@ -160,8 +158,7 @@ TEST(Stats, SelectionFromAGuessGivesWhatASortGives) {
   std::vector<double> v(960);
   for (int round = 0; round < 12; ++round) {
     for (double& x : v) x = std::round(spread(rng));
-    scratch.assign(3 * v.size(), 0);
-    (void)median_guessed(v.size(), [&](size_t i) { return v[i]; }, g, scratch.data());
+    (void)median_guessed(v.size(), [&](size_t i) { return v[i]; }, g);
   }
   const size_t inside = size_t(std::count_if(v.begin(), v.end(), [&](double x) {
     return x >= g.center - g.width && x <= g.center + g.width;
@@ -172,9 +169,8 @@ TEST(Stats, SelectionFromAGuessGivesWhatASortGives) {
   std::vector<double> some_nan(960);
   for (size_t i = 0; i < some_nan.size(); ++i)
     some_nan[i] = i % 7 == 0 ? std::numeric_limits<double>::quiet_NaN() : double(i % 1000);
-  scratch.assign(3 * some_nan.size(), 0);
-  (void)median_guessed(some_nan.size(), [&](size_t i) { return some_nan[i]; }, g, scratch.data());
-  (void)kth_guessed(some_nan.size(), [&](size_t i) { return some_nan[i]; }, 5, g, scratch.data());
+  (void)median_guessed(some_nan.size(), [&](size_t i) { return some_nan[i]; }, g);
+  (void)kth_guessed(some_nan.size(), [&](size_t i) { return some_nan[i]; }, 5, g);
 }
 
 // Inputs that defeat a median-of-three pivot (each round then removes two values) and values that
