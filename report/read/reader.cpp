@@ -537,7 +537,7 @@ Segment parse_frame_segment(const std::string& text, const std::string& path, St
   s.path = path;
   std::string header;
   BadWindows bad;
-  DecodeSpansInto records_into(s.gpu_spans);  // one packed array per file, consolidate_gpu_spans' result
+  DecodeSpansInto records_into(s.gpu_spans, most_gpu_records(text));  // one packed array per file, consolidate_gpu_spans' result
   FrameScan scan = scan_frames(text, [&](const FrameParts& f) {
     header.assign(f.header_json);
     const size_t windows_before = s.windows.size();

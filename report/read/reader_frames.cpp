@@ -1,5 +1,6 @@
 #include "reader_frames.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -148,6 +149,7 @@ class BlockReader {
 // DecodeGpuAsSpans, DecodeSpansInto: set for the parse running on this thread.
 thread_local bool gpu_as_spans = false;
 thread_local SpanChunk* span_sink = nullptr;
+thread_local size_t span_sink_most = 0;  // records the sink's file could hold at most (DecodeSpansInto)
 
 int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
@@ -254,8 +256,29 @@ DecodeGpuAsSpans::DecodeGpuAsSpans(bool on) : previous_(gpu_as_spans) { gpu_as_s
 DecodeGpuAsSpans::~DecodeGpuAsSpans() { gpu_as_spans = previous_; }
 bool decoding_gpu_as_spans() { return gpu_as_spans; }
 
-DecodeSpansInto::DecodeSpansInto(SpanChunk& chunk) : previous_(span_sink) { span_sink = &chunk; }
-DecodeSpansInto::~DecodeSpansInto() { span_sink = previous_; }
+DecodeSpansInto::DecodeSpansInto(SpanChunk& chunk, size_t most_records)
+    : previous_(span_sink), previous_most_(span_sink_most) {
+  span_sink = &chunk;
+  span_sink_most = most_records;
+}
+DecodeSpansInto::~DecodeSpansInto() {
+  span_sink = previous_;
+  span_sink_most = previous_most_;
+}
+
+// Each record takes at least a byte in each column of its frame's decompressed payload. The frames'
+// own sizes are trusted no further than one record per byte of the file: a damaged header claiming
+// 256 MiB frames cannot make the reader reserve more than 16 times the file.
+size_t most_gpu_records(std::string_view text) {
+  size_t raw_total = 0;
+  for (size_t at = 0; text.size() - at >= kFrameHead && std::memcmp(text.data() + at, kMagic, 4) == 0;) {
+    const uint32_t stored = le32(text.data() + at + 8), raw = le32(text.data() + at + 12);
+    if (stored > text.size() - at - kFrameHead) break;
+    raw_total += raw;
+    at += kFrameHead + stored;
+  }
+  return std::min(raw_total / RawColumns::kCount, text.size());
+}
 
 bool is_frame_file(std::string_view text) { return text.size() >= 4 && std::memcmp(text.data(), kMagic, 4) == 0; }
 
@@ -406,9 +429,11 @@ void decode_gpu_records(const RecordBlock& b, int64_t window_start, const std::v
                         CaptureWindow& w) {
   const SpanChunk::Mark before = out.mark();
   // Room made without zeroing it first (resize() would write every record twice: 2.7 % of the reading
-  // stage was that memset at 960 ranks), growing by doubling as resize() would.
+  // stage was that memset at 960 ranks), at once for every record the file can hold (DecodeSpansInto):
+  // grown by doubling, each file's records were copied once or twice on the way and a new array
+  // faulted in each time (issue 29). Room never written is address space only, never memory.
   if (out.packed.capacity() < before.packed + b.n)
-    out.packed.reserve(std::max<size_t>(before.packed + b.n, 2 * out.packed.capacity()));
+    out.packed.reserve(std::max({before.packed + b.n, 2 * out.packed.capacity(), span_sink_most}));
   UndoUnlessDone take_back([&] { out.truncate(before); });
   decode_in_batches<GpuSpan>(b, window_start, ids, [&](size_t, auto&& decode) {
     GpuSpan a{};

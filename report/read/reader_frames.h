@@ -50,17 +50,22 @@ bool decoding_gpu_as_spans();
 // While alive (and a DecodeGpuAsSpans is on), decode_gpu_block on this thread packs the records into
 // `chunk`, the file's array (Segment::gpu_spans), and gives the window their place there
 // (CaptureWindow::gpu_spans_first/count) instead of an array of its own. A window refused after its
-// block was decoded must take its records back out (SpanChunk::truncate).
+// block was decoded must take its records back out (SpanChunk::truncate). most_records: how many the
+// file can hold at most (most_gpu_records), reserved at its first block; 0: grown as blocks come.
 class DecodeSpansInto {
  public:
-  explicit DecodeSpansInto(SpanChunk& chunk);
+  explicit DecodeSpansInto(SpanChunk& chunk, size_t most_records = 0);
   ~DecodeSpansInto();
   DecodeSpansInto(const DecodeSpansInto&) = delete;
   DecodeSpansInto& operator=(const DecodeSpansInto&) = delete;
 
  private:
   SpanChunk* previous_;
+  size_t previous_most_;
 };
+
+// An upper bound on the GPU records in a frame file (from its frames' sizes, without decompressing).
+size_t most_gpu_records(std::string_view text);
 
 // Decodes a frame's GPU block (records, then kernel statistics, as fixed-width columns) into
 // out.gpu (or out.gpu_spans, or DecodeSpansInto's chunk, see above) and out.kernel_stats; returns the

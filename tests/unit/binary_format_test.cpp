@@ -511,6 +511,39 @@ TEST(BinaryFormat, RecordsPackedIntoTheFileArrayAreTheSpansAndARefusedBlockLeave
   EXPECT_EQ(chunk.size(), 2 * records);
 }
 
+// A file's packed array is reserved once, at its first block, for every record its frames can hold
+// (each takes at least a byte per column): no copy on the way. A frame header that claims far more
+// than the file holds reserves no more than one record per byte of the file.
+TEST(BinaryFormat, TheFileArrayIsReservedOnceFromTheFramesSizes) {
+  TempDir tmp;
+  fs::path run = tmp.path / "run";
+  ASSERT_EQ(write_run(run, laggard::FileFormat::binary, 1, 6, 300), "");
+  const std::string bytes = file_bytes(run / "rank00000-100-seg0000.lgr");
+  const size_t most = laggard::report::most_gpu_records(bytes);
+  laggard::report::ReadOptions opts;
+  opts.compact_gpu = true;
+  RunModel m = laggard::report::read_run(run.string(), opts);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  ASSERT_EQ(m.ranks[0].span_chunks.size(), 1u);
+  const laggard::report::SpanChunk& chunk = m.ranks[0].span_chunks[0];
+  EXPECT_EQ(chunk.size(), 6u * 301);  // 300 kernels and a memcpy a window
+  EXPECT_GE(most, chunk.size());
+  EXPECT_EQ(chunk.packed.capacity(), most) << "grown by doubling, not reserved once";
+
+  std::string claims_more = bytes;
+  for (size_t at = 0; at + 20 <= claims_more.size();) {  // every frame's raw size: 256 MiB
+    uint32_t stored = 0;
+    for (int i = 3; i >= 0; --i) stored = (stored << 8) | static_cast<unsigned char>(claims_more[at + 8 + i]);
+    for (int i = 0; i < 4; ++i) claims_more[at + 12 + i] = char(i == 3 ? 0x10 : 0);
+    at += 20 + stored;
+  }
+  EXPECT_EQ(laggard::report::most_gpu_records(claims_more), claims_more.size());
+  EXPECT_EQ(laggard::report::most_gpu_records("not a frame file"), 0u);
+  EXPECT_EQ(laggard::report::most_gpu_records(bytes.substr(0, bytes.size() / 2)),
+            laggard::report::most_gpu_records(bytes.substr(0, bytes.size() / 2 + 1)))
+      << "a cut-off frame counts as nothing";
+}
+
 // A frame file whose second window's GPU block is refused after its records were decoded (bytes
 // left over after the kernel statistics): that window is left out with a note, and the file's
 // packed array holds the first and third windows' records only, each window pointing at its own.
