@@ -69,19 +69,48 @@ struct Covers {
   Cover compute, comm, comm_only, memory_only;
 };
 
+// Intervals merged as they come while their starts do not decrease (a stream's work in launch
+// order, the usual case: no array of every activity to sort and merge afterwards, issue 29); from
+// the first that starts earlier, gathered and merged at the end. Either way the result is merge()'s:
+// the union's maximal parts, whatever the order they were added in.
+class MergingIntervals {
+ public:
+  void reserve(size_t n) { v_.reserve(n); }
+  void add(Interval i) {
+    if (in_order_ && i.start >= last_start_) [[likely]] {
+      last_start_ = i.start;
+      if (i.end <= i.start) return;
+      if (!v_.empty() && i.start <= v_.back().end) v_.back().end = std::max(v_.back().end, i.end);
+      else v_.push_back(i);
+      return;
+    }
+    in_order_ = false;
+    v_.push_back(i);
+  }
+  std::vector<Interval> merged() && { return in_order_ ? std::move(v_) : merge(std::move(v_)); }
+
+ private:
+  std::vector<Interval> v_;
+  int64_t last_start_ = INT64_MIN;
+  bool in_order_ = true;
+};
+
 Covers covers_of(const GpuTimeline& g) {
-  std::vector<Interval> c, n, m;
+  MergingIntervals c, n, m;
+  c.reserve(g.size());  // most are compute kernels; room never written costs no memory
   for (size_t i = 0; i < g.size(); ++i) {
-    const GpuSpan& a = g.at(i);
-    (is_compute(a) ? c : a.nccl ? n : m).push_back({a.start_ns, a.end_ns});
+    const GpuSpan a = g.at(i);
+    if (is_compute(a)) c.add({a.start_ns, a.end_ns});
+    else if (a.nccl) n.add({a.start_ns, a.end_ns});
+    else m.add({a.start_ns, a.end_ns});
   }
   Covers out;
-  out.compute = Cover(merge(std::move(c)));
-  out.comm = Cover(merge(std::move(n)));
+  out.compute = Cover(std::move(c).merged());
+  out.comm = Cover(std::move(n).merged());
   out.comm_only = Cover(subtract(out.comm.intervals(), out.compute.intervals()));
   std::vector<Interval> busy = out.compute.intervals();
   busy.insert(busy.end(), out.comm.intervals().begin(), out.comm.intervals().end());
-  out.memory_only = Cover(subtract(merge(std::move(m)), merge(std::move(busy))));
+  out.memory_only = Cover(subtract(std::move(m).merged(), merge(std::move(busy))));
   return out;
 }
 

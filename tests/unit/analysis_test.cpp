@@ -5,6 +5,8 @@
 #include <tuple>
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <climits>
 #include <sstream>
 
@@ -937,6 +939,64 @@ TEST(Breakdown, ARankInOnePackedArrayIsTalliedAsItsRecords) {
     types.insert(a.top[i].type);
   }
   EXPECT_GT(types.size(), 1u);
+}
+
+// The GPU time by kind is the union of the activities' intervals (compute, then communication, then
+// memory, overlaps counted once) whether their starts rise in launch order (merged as they come) or
+// not (two streams: gathered and merged at the end). Random activities, touching, empty and
+// overlapping, against a count of every covered nanosecond.
+TEST(Breakdown, GpuTimeByKindIsTheUnionWhateverOrderTheActivitiesStartIn) {
+  std::mt19937 rng(29);
+  for (bool starts_rise : {true, false}) {
+    for (int round = 0; round < 20; ++round) {
+      RunModel m;
+      const uint32_t k = m.strings.intern("k");
+      RankData r;
+      CaptureWindow w;
+      w.start_ns = 0;
+      w.end_ns = 3'000;
+      w.gpu_sampled = true;
+      std::vector<GpuActivity> acts;
+      for (int i = 0; i < 60; ++i) {
+        GpuActivity a;
+        a.name = k;
+        a.start_ns = 100 + int64_t(rng() % 2'500);
+        a.end_ns = a.start_ns + int64_t(rng() % 4 == 0 ? 0 : rng() % 120);  // some empty
+        const unsigned kind = rng() % 3;
+        a.kind = kind == 2 ? GpuKind::memcpy : GpuKind::kernel;
+        a.nccl = kind == 1;
+        a.stream = rng() % 2;
+        acts.push_back(a);
+      }
+      std::sort(acts.begin(), acts.end(), [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
+      for (size_t i = 1; i < acts.size(); i += 7) acts[i].start_ns = acts[i - 1].end_ns, acts[i].end_ns = std::max(acts[i].end_ns, acts[i].start_ns);  // touching
+      for (size_t i = 0; i < acts.size(); ++i) {  // launch order: by start, or shuffled
+        acts[i].api_start_ns = starts_rise ? acts[i].start_ns - 50 + int64_t(i) % 2 : 1 + int64_t(rng() % 50);
+        acts[i].api_end_ns = acts[i].api_start_ns + 1;
+      }
+      if (starts_rise)  // launch times rise too (ties in the files' order)
+        for (size_t i = 1; i < acts.size(); ++i)
+          acts[i].api_start_ns = std::max(acts[i].api_start_ns, acts[i - 1].api_start_ns), acts[i].api_end_ns = acts[i].api_start_ns + 1;
+      w.gpu = acts;
+      r.windows.push_back(w);
+      m.ranks.push_back(r);
+      int64_t compute = 0, comm = 0, memory = 0;
+      for (int64_t t = w.start_ns; t < w.end_ns; ++t) {
+        bool c = false, n = false, x = false;
+        for (const GpuActivity& a : acts)
+          if (a.start_ns <= t && t < a.end_ns) (a.kind == GpuKind::kernel && !a.nccl ? c : a.nccl ? n : x) = true;
+        compute += c;
+        comm += n && !c;
+        memory += x && !c && !n;
+      }
+      const BreakdownReport b = analyze_breakdown(m, StepSet{});
+      ASSERT_TRUE(b.available);
+      const Temporal& got = b.ranks.at(0).temporal;
+      EXPECT_EQ(got.compute_ns, double(compute)) << starts_rise << " round " << round;
+      EXPECT_EQ(got.comm_ns, double(comm)) << starts_rise << " round " << round;
+      EXPECT_EQ(got.memory_ns, double(memory)) << starts_rise << " round " << round;
+    }
+  }
 }
 
 // A name seen as two types (a hostile or odd file) is listed with its last record's type, whichever
