@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <cmath>
+#include <memory>
 
 #include "parallel.h"
 #include "stats.h"
@@ -201,15 +202,15 @@ struct LaunchOrder {
   double median_delay = 0, p95_delay = 0, median_runtime = 0;
 };
 
-LaunchOrder launch_order(const std::vector<double>& delays, const std::vector<double>& runtimes) {
+LaunchOrder launch_order(const double* delays, const double* runtimes, size_t n) {
   thread_local MedianGuess median_delay, p95_delay, median_runtime;
   LaunchOrder o;
-  auto of = [](const std::vector<double>& v) { return [&v](size_t i) { return v[i]; }; };
-  if (!delays.empty()) {
-    o.median_delay = median_guessed(delays.size(), of(delays), median_delay);
-    o.p95_delay = kth_guessed(delays.size(), of(delays), percentile_rank(delays.size(), 0.95), p95_delay);
+  auto of = [](const double* v) { return [v](size_t i) { return v[i]; }; };
+  if (n) {
+    o.median_delay = median_guessed(n, of(delays), median_delay);
+    o.p95_delay = kth_guessed(n, of(delays), percentile_rank(n, 0.95), p95_delay);
   }
-  o.median_runtime = median_guessed(runtimes.size(), of(runtimes), median_runtime);
+  o.median_runtime = median_guessed(n, of(runtimes), median_runtime);
   return o;
 }
 
@@ -307,16 +308,31 @@ thread_local std::vector<KernelPart> TypeCounts::kernels_;
 thread_local std::vector<uint32_t> TypeCounts::touched_sections_, TypeCounts::touched_kernels_;
 
 // A record's launch call: its delay and the call's length (HTA's launch statistics).
+// Room for one per record, sized once and not zeroed (written in place: with a vector's push_back the
+// compiler kept reloading the arrays' ends from memory in the loop over every record, issue 29).
 struct LaunchTimes {
-  std::vector<double> delays, runtimes;
-  void add(const GpuSpan& a, const BreakdownOptions& opt, LaunchStats& launch) {
-    if (!a.api_end_ns) return;
+  explicit LaunchTimes(size_t most) : delays(new double[most]), runtimes(new double[most]) {}
+  std::unique_ptr<double[]> delays, runtimes;
+  size_t n = 0;
+  [[gnu::always_inline]] void add(const GpuSpan& a, const BreakdownOptions& opt, LaunchStats& launch) {
+    if (a.api_end_ns)
+      add(double(a.end_ns - a.start_ns), double(a.start_ns - a.api_end_ns), double(a.api_end_ns - a.api_start_ns), opt,
+          launch);
+  }
+  // The same from a packed record and its base (SpanChunk::unpack's arithmetic, only what is needed).
+  [[gnu::always_inline]] void add(const PackedSpan& p, int64_t base, const BreakdownOptions& opt, LaunchStats& launch) {
+    if (p.launch_lead_ns == PackedSpan::kNoApi) return;
+    const uint64_t api_end = static_cast<uint64_t>(base) + p.start_offset_ns - p.launch_lead_ns + p.api_duration_ns;
+    if (api_end)  // 0: unknown, as unpacked
+      add(double(p.duration_ns), double(int64_t{p.launch_lead_ns} - int64_t{p.api_duration_ns}), double(p.api_duration_ns),
+          opt, launch);
+  }
+  [[gnu::always_inline]] void add(double dur, double delay, double runtime, const BreakdownOptions& opt,
+                                  LaunchStats& launch) {
     ++launch.with_launch;
-    const double dur = double(a.end_ns - a.start_ns);
-    const double delay = double(a.start_ns - a.api_end_ns);
-    const double runtime = double(a.api_end_ns - a.api_start_ns);
-    delays.push_back(delay);
-    runtimes.push_back(runtime);
+    delays[n] = delay;
+    runtimes[n] = runtime;
+    ++n;
     launch.short_kernels += dur < runtime;
     launch.delay_outliers += delay > opt.launch_delay_cutoff_ns;
     launch.runtime_outliers += runtime > opt.runtime_cutoff_ns;
@@ -333,13 +349,15 @@ void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCount
   thread_local std::vector<Tally> by_label;
   by_label.assign(c.labels.size(), Tally{});
   for (size_t i = 0; i < g.size(); ++i) {
-    const PackedSpan& p = c.packed[g.in_chunk_first + i];
-    const GpuSpan a = c.at(g.in_chunk_first + i);
-    launches.add(a, opt, rb.launch);
-    if (SpanChunk::is_escaped(p)) {
+    const size_t at = g.in_chunk_first + i;
+    const PackedSpan& p = c.packed[at];
+    if (SpanChunk::is_escaped(p)) [[unlikely]] {
+      const GpuSpan a = c.at(at);
+      launches.add(a, opt, rb.launch);
       counts.add(a, {1, double(a.end_ns - a.start_ns), i}, rb.types);
       continue;
     }
+    launches.add(p, c.base_of(at), opt, rb.launch);
     Tally& t = by_label[p.label];
     ++t.count;
     t.ns += double(p.duration_ns);
@@ -360,9 +378,7 @@ void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCount
 void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOptions& opt, RankPart& part) {
   TypeCounts counts(model.strings.size());
   RankBreakdown& rb = part.rb;
-  LaunchTimes launches;
-  launches.delays.reserve(g.size());  // sized once: grown by doubling, each rank's were copied and faulted in again
-  launches.runtimes.reserve(g.size());
+  LaunchTimes launches(g.size());  // sized once: grown by doubling, each rank's were copied and faulted in again
   if (g.in_chunk) {
     tally_by_label(g, opt, counts, rb, launches);
   } else {
@@ -373,7 +389,7 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
     }
   }
   counts.into(part);
-  const LaunchOrder order = launch_order(launches.delays, launches.runtimes);
+  const LaunchOrder order = launch_order(launches.delays.get(), launches.runtimes.get(), launches.n);
   rb.launch.median_delay_ns = order.median_delay;
   rb.launch.p95_delay_ns = order.p95_delay;
   rb.launch.median_runtime_ns = order.median_runtime;

@@ -999,6 +999,43 @@ TEST(Breakdown, GpuTimeByKindIsTheUnionWhateverOrderTheActivitiesStartIn) {
   }
 }
 
+// A launch call that ends at 0 ns counts as unknown (0 is "unknown" in a GpuSpan), read from a packed
+// record as from a whole one (a hostile file's times at the epoch).
+TEST(Breakdown, ALaunchCallEndingAtZeroIsUnknownPackedOrNot) {
+  RunModel full;
+  const uint32_t k = full.strings.intern("k");
+  RankData r;
+  CaptureWindow w;
+  w.start_ns = -1'000;
+  w.end_ns = 10'000;
+  w.gpu_sampled = true;
+  for (int64_t api_start : {-10, 100, 300}) {
+    GpuActivity a;
+    a.name = k;
+    a.api_start_ns = api_start;
+    a.api_end_ns = api_start + 10;  // the first ends at 0
+    a.start_ns = api_start + 15;
+    a.end_ns = a.start_ns + 40;
+    w.gpu.push_back(a);
+  }
+  r.windows.push_back(w);
+  full.ranks.push_back(r);
+  RunModel packed = full;
+  RankData& p = packed.ranks[0];
+  p.span_chunks.emplace_back();
+  for (const GpuActivity& a : p.windows[0].gpu) p.span_chunks[0].push_back(span_of(a));
+  p.windows[0].gpu_spans_count = 3;
+  p.windows[0].gpu.clear();
+  ASSERT_TRUE(p.span_chunks[0].escaped.empty());
+  ASSERT_NE(index_gpu(p).in_chunk, nullptr);
+  for (const RunModel* m : {&full, &packed}) {
+    const BreakdownReport b = analyze_breakdown(*m, StepSet{});
+    ASSERT_TRUE(b.available);
+    EXPECT_EQ(b.ranks.at(0).launch.with_launch, 2u) << (m == &full ? "records" : "packed");
+    EXPECT_EQ(b.ranks.at(0).launch.median_delay_ns, 5) << (m == &full ? "records" : "packed");
+  }
+}
+
 // A name seen as two types (a hostile or odd file) is listed with its last record's type, whichever
 // of its labels was made first and whether that record is packed or kept whole.
 TEST(Breakdown, ANameOfTwoTypesTakesItsLastRecordsTypeWhenPacked) {
