@@ -20,6 +20,13 @@ inline unsigned analysis_threads() {
   return std::clamp(n, 1u, 64u);
 }
 
+namespace detail {
+// job(ctx) on `helpers` threads kept for the purpose and on the caller, returning when all are done;
+// false, having run nothing, when those threads are in use (a parallel_for inside another's f, or
+// beside another on a thread of run_beside) or none could be started (parallel.cpp).
+bool run_on_pool(void (*job)(void*), void* ctx, size_t helpers);
+}  // namespace detail
+
 // f(i) for every i in [0, n), spread over the cores; the first exception is rethrown here.
 template <class F>
 void parallel_for(size_t n, F&& f) {
@@ -38,7 +45,11 @@ void parallel_for(size_t n, F&& f) {
       if (!failed.exchange(true)) error = std::current_exception();
     }
   };
-  std::vector<std::thread> pool;
+  if (detail::run_on_pool([](void* w) { (*static_cast<decltype(work)*>(w))(); }, &work, threads - 1)) {
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  std::vector<std::thread> pool;  // threads of this call's own
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();

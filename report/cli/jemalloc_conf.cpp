@@ -13,9 +13,10 @@
 // saved here (docs/performance.md, "The allocator").
 //
 // percpu_arena:percpu: one arena per CPU, a thread allocating from the arena of the CPU it runs on.
-// The analyses start short-lived threads (parallel.h); by default each new thread took the arena
-// with the fewest threads, so memory one stage freed on one arena was often not reused by the
-// next stage's thread on another. 960 x 903 x 50 peaked at 1,990-2,026 MiB in 11 runs of 14 (1,892-
+// The analyses started short-lived threads for each parallel step (parallel.h; since 2026-11-29
+// they keep theirs, the reader still starts its own); by default each new thread took the arena
+// with the fewest threads, so memory one stage freed on one arena was often not reused by the next
+// stage's thread on another. 960 x 903 x 50 peaked at 1,990-2,026 MiB in 11 runs of 14 (1,892-
 // 1,895 MiB in the others), up to 22 MiB under the 2 GiB goal; with this setting at 1,891-1,895 MiB
 // in 6 runs of 6, at the same speed and 1-3 % fewer page faults (2026-11-28, docs/performance.md).
 // No fixed arena count: a many-core machine still has one arena per core.
