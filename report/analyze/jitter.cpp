@@ -257,6 +257,10 @@ struct SlotValues {
 
 // The median of one quantity over a slot's values (in a scratch copy: the values keep their order).
 double median_of(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
+  // A kernel at the same position on every rank (the usual case for positions): no copy, no selection.
+  if (first != last &&
+      std::all_of(first + 1, last, [&, v = first->*quantity](const SlotValues& x) { return x.*quantity == v; }))
+    return first->*quantity;
   thread_local std::vector<double> scratch;
   scratch.clear();
   for (const SlotValues* v = first; v != last; ++v) scratch.push_back(v->*quantity);
