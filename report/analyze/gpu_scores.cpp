@@ -321,11 +321,34 @@ bool is_compute(const KernelWindowStats& s) {
   return s.kind != GpuKind::memcpy && s.kind != GpuKind::memset && !s.nccl;
 }
 
+// The run-wide totals of each statistic's (section, kernel), looked up once per kernel position: a
+// capture window usually lists the kernels of the one before in the same order, so its entry is
+// the one at the same position there (issue 29: a hash lookup per statistic, 1.7 M of them at 960 x
+// 903 x 50, in a loop that runs on one core). The map's entries stay where they are as it grows.
+class TopLookup {
+ public:
+  explicit TopLookup(TopMap& top) : top_(top) {}
+  void next_capture_window() {
+    before_.swap(now_);
+    now_.clear();
+  }
+  TopAcc& of(const KernelWindowStats& s) {
+    const uint64_t key = uint64_t(s.section) << 32 | s.name;
+    const size_t at = now_.size();
+    TopAcc* t = at < before_.size() && before_[at].first == key ? before_[at].second : &top_[key];
+    now_.emplace_back(key, t);
+    return *t;
+  }
+
+ private:
+  TopMap& top_;
+  std::vector<std::pair<uint64_t, TopAcc*>> before_, now_;
+};
+
 // Counts and times of one kernel statistic on the rank.
-void count_stats(GpuWork& w, size_t ri, const KernelWindowStats& s, RankGpu& g) {
+void count_stats(size_t ri, const KernelWindowStats& s, TopAcc& t, RankGpu& g) {
   g.has_data = true;
   g.records += s.count;
-  TopAcc& t = w.top[uint64_t(s.section) << 32 | s.name];
   t.kernel.count += s.count;
   t.kernel.total_ns += s.total_ns;
   t.kernel.nccl = s.nccl;
@@ -408,6 +431,7 @@ void gather(GpuWork& w) {
     }
   });
   // Counts and the run-wide kernel totals, in rank order (TopAcc counts ranks as they come).
+  TopLookup top(w.top);
   for (size_t ri = 0; ri < n; ++ri) {
     const RankData& r = w.model.ranks[ri];
     RankGpu g;
@@ -418,7 +442,8 @@ void gather(GpuWork& w) {
       if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
       if (cw.gpu_sampled) ++g.sampled_windows;
       g.missed_launches += cw.gpu_missed_launches;
-      for (const KernelWindowStats& s : cw.kernel_stats) count_stats(w, ri, s, g);
+      top.next_capture_window();
+      for (const KernelWindowStats& s : cw.kernel_stats) count_stats(ri, s, top.of(s), g);
     }
     g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
     g.unmatched = counter(r.dropped, "unmatched_correlation");
