@@ -16,18 +16,22 @@ namespace {
 // slot, a dense id of (kernel name, n-th launch of that name in the step) given once per run, so
 // the per-record work is array indexing, never a tree map or an allocation.
 
-// One kernel of one rank's step, with the talk's derived quantities. 40 bytes: every step writes
+// One kernel of one rank's step, with the talk's derived quantities. 32 bytes: every step writes
 // one per kernel of every rank and reads it back twice, so its size is the analysis' memory
-// traffic (issue 29); the kernel's name is its slot's (Slots::keys).
+// traffic (issue 29). The kernel's name is its slot's (Slots::keys); its launch position in the step
+// is its index in the rank's array, and its TTKE the running sum there (ttke_at), neither stored.
 struct Obs {
-  double dur, gap, ttke;
+  double dur, gap;
   uint32_t slot;  // Slots::kUnassigned until the step's new kernel positions get theirs
   uint32_t section;
-  int pos;        // launch position in the step
   bool nccl;
   GpuKind kind;
 };
-static_assert(sizeof(Obs) == 40);
+static_assert(sizeof(Obs) == 32);
+
+// A kernel's time to kernel end in its step (the talk's TTKE): the gaps and lengths of the step's
+// kernels up to it, NCCL kernels left out. Added up in launch order, as the final TTKE is.
+[[gnu::always_inline]] inline double add_ttke(double ttke, const Obs& o) { return o.nccl ? ttke : ttke + (o.gap + o.dur); }
 
 // A kernel whose (name, occurrence) had no slot yet when its step was observed (the first steps).
 struct NewPosition {
@@ -212,13 +216,11 @@ void observe(const RankIndex& x, std::pair<size_t, size_t> range, const Slots& s
   const size_t n = range.second - range.first, earlier = out.size();
   out.resize(n);
   bool counting = false;  // the names differ from the earlier step's at or before this position
-  double ttke = 0;
   for (size_t pos = 0; pos < n; ++pos) {
     const size_t i = range.first + pos;
     const GpuSpan a = x.timeline->at(i);
     const double dur = double(a.end_ns - a.start_ns);
     const double gap = gap_before(a, x.timeline->previous_of(i));
-    if (!a.nccl) ttke += gap + dur;
     uint32_t slot = pos < earlier && !counting ? out[pos].slot : Slots::kUnassigned;
     if (slot == Slots::kUnassigned || slots.keys[slot].name != a.name) [[unlikely]] {
       if (!counting) count_names(out, pos, slots, seen);
@@ -227,7 +229,7 @@ void observe(const RankIndex& x, std::pair<size_t, size_t> range, const Slots& s
       slot = slots.find(a.name, occurrence);
       if (slot == Slots::kUnassigned) fresh.push_back({static_cast<uint32_t>(pos), a.name, occurrence});
     }
-    out[pos] = Obs{dur, gap, ttke, slot, a.section, static_cast<int>(pos), a.nccl, a.kind};
+    out[pos] = Obs{dur, gap, slot, a.section, a.nccl, a.kind};
   }
   if (!counting) return;
   for (const Obs& o : out)
@@ -358,10 +360,15 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
   g.values.resize(total);
   parallel_for(g.chunks.size(), [&](size_t c) {
     StepGroups::Chunk& ch = g.chunks[c];
-    for (size_t i = ch.first; i < ch.last; ++i)
-      for (const Obs& o : obs[present[i]]) {
-        g.values[ch.at[o.slot]++] = {o.dur, o.gap, o.ttke, double(o.pos)};
+    for (size_t i = ch.first; i < ch.last; ++i) {
+      const std::vector<Obs>& mine = obs[present[i]];
+      double ttke = 0;
+      for (size_t pos = 0; pos < mine.size(); ++pos) {
+        const Obs& o = mine[pos];
+        ttke = add_ttke(ttke, o);
+        g.values[ch.at[o.slot]++] = {o.dur, o.gap, ttke, double(pos)};
       }
+    }
   });
   g.total = total;
   // Each slot's medians on its own part of the arrays: independent, on every core. The TTKE
@@ -501,7 +508,8 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
   if (acc.slot_sums.size() < run.slots.size()) acc.slot_sums.resize(run.slots.size());
   double de = 0, ge = 0;
   SectionSums duration_by_section, gap_by_section;
-  for (const Obs& o : run.obs[r]) {
+  for (size_t pos = 0; pos < run.obs[r].size(); ++pos) {
+    const Obs& o = run.obs[r][pos];
     // NCCL kernels last until the slowest rank arrives: their length is the victims'
     // waiting, not this rank's work (NVRx and the talk leave them out too).
     const double excess = o.nccl ? 0 : o.dur - g.med_dur[o.slot];
@@ -514,7 +522,7 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     SlotSums& s = acc.slot_sums[o.slot];  // rank r's own: ranks fill their cells at once
     s.dur += o.dur;
     s.gap += o.gap;
-    s.pos += o.pos;
+    s.pos += double(pos);
     ++s.n;
   }
   duration_by_section.into(run.model, cell.duration_excess_by_section);
@@ -536,10 +544,16 @@ double median_ttke(StepGroups& g, uint32_t s, size_t nslots) {
 void first_divergence(JitterRun& run, size_t worst, StepJitter& sj) {
   StepGroups& g = run.groups;
   std::vector<const Obs*> at_slot(run.slots.size(), nullptr);
-  for (const Obs& o : run.obs[worst]) at_slot[o.slot] = &o;
+  std::vector<double> ttke_at(run.slots.size(), 0);
+  double ttke = 0;
+  for (const Obs& o : run.obs[worst]) {
+    ttke = add_ttke(ttke, o);
+    at_slot[o.slot] = &o;
+    ttke_at[o.slot] = ttke;
+  }
   for (size_t i = 0; i < g.order.size(); ++i) {
     const Obs* o = at_slot[g.order[i]];
-    if (o && o->ttke - median_ttke(g, g.order[i], run.slots.size()) > run.rep.divergence_threshold_ns) {
+    if (o && ttke_at[g.order[i]] - median_ttke(g, g.order[i], run.slots.size()) > run.rep.divergence_threshold_ns) {
       sj.first_diverging_slot = static_cast<int>(i);
       sj.first_diverging_kernel = run.model.strings.at(run.slots.keys[o->slot].name);
       return;
