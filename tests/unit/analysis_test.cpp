@@ -999,6 +999,17 @@ TEST(Breakdown, GpuTimeByKindIsTheUnionWhateverOrderTheActivitiesStartIn) {
   }
 }
 
+// The same run with rank 0's first window's records packed into one file array, as the reader keeps them.
+RunModel packed_in_one_array(const RunModel& full) {
+  RunModel packed = full;
+  RankData& p = packed.ranks[0];
+  p.span_chunks.emplace_back();
+  for (const GpuActivity& a : p.windows[0].gpu) p.span_chunks[0].push_back(span_of(a));
+  p.windows[0].gpu_spans_count = uint32_t(p.windows[0].gpu.size());
+  p.windows[0].gpu.clear();
+  return packed;
+}
+
 // A launch call that ends at 0 ns counts as unknown (0 is "unknown" in a GpuSpan), read from a packed
 // record as from a whole one (a hostile file's times at the epoch).
 TEST(Breakdown, ALaunchCallEndingAtZeroIsUnknownPackedOrNot) {
@@ -1020,12 +1031,8 @@ TEST(Breakdown, ALaunchCallEndingAtZeroIsUnknownPackedOrNot) {
   }
   r.windows.push_back(w);
   full.ranks.push_back(r);
-  RunModel packed = full;
-  RankData& p = packed.ranks[0];
-  p.span_chunks.emplace_back();
-  for (const GpuActivity& a : p.windows[0].gpu) p.span_chunks[0].push_back(span_of(a));
-  p.windows[0].gpu_spans_count = 3;
-  p.windows[0].gpu.clear();
+  RunModel packed = packed_in_one_array(full);
+  const RankData& p = packed.ranks[0];
   ASSERT_TRUE(p.span_chunks[0].escaped.empty());
   ASSERT_NE(index_gpu(p).in_chunk, nullptr);
   for (const RunModel* m : {&full, &packed}) {
@@ -1062,12 +1069,8 @@ TEST(Breakdown, ANameOfTwoTypesTakesItsLastRecordsTypeWhenPacked) {
     }
     r.windows.push_back(w);
     full.ranks.push_back(r);
-    RunModel packed = full;
-    RankData& p = packed.ranks[0];
-    p.span_chunks.emplace_back();
-    for (const GpuActivity& a : p.windows[0].gpu) p.span_chunks[0].push_back(span_of(a));
-    p.windows[0].gpu_spans_count = 4;
-    p.windows[0].gpu.clear();
+    RunModel packed = packed_in_one_array(full);
+    const RankData& p = packed.ranks[0];
     ASSERT_EQ(p.span_chunks[0].escaped.size(), last_kept_whole ? 1u : 0u);
     ASSERT_NE(index_gpu(p).in_chunk, nullptr);
     const StepSet steps = detect_steps(full, "");
