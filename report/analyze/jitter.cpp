@@ -19,7 +19,7 @@ namespace {
 // One kernel of one rank's step, with the talk's derived quantities. 32 bytes: every step writes
 // one per kernel of every rank and reads it back twice, so its size is the analysis' memory
 // traffic (issue 29). The kernel's name is its slot's (Slots::keys); its launch position in the step
-// is its index in the rank's array, and its TTKE the running sum there (ttke_at), neither stored.
+// is its index in the rank's array, and its TTKE the running sum there (add_ttke), neither stored.
 struct Obs {
   double dur, gap;
   uint32_t slot;  // Slots::kUnassigned until the step's new kernel positions get theirs
