@@ -543,19 +543,18 @@ double median_ttke(StepGroups& g, uint32_t s, size_t nslots) {
 // The first kernel position (in median launch order) where the worst rank's TTKE left the pack.
 void first_divergence(JitterRun& run, size_t worst, StepJitter& sj) {
   StepGroups& g = run.groups;
-  std::vector<const Obs*> at_slot(run.slots.size(), nullptr);
-  std::vector<double> ttke_at(run.slots.size(), 0);
+  // By slot; NaN: the worst rank has no kernel there.
+  std::vector<double> ttke_at(run.slots.size(), std::numeric_limits<double>::quiet_NaN());
   double ttke = 0;
   for (const Obs& o : run.obs[worst]) {
     ttke = add_ttke(ttke, o);
-    at_slot[o.slot] = &o;
     ttke_at[o.slot] = ttke;
   }
   for (size_t i = 0; i < g.order.size(); ++i) {
-    const Obs* o = at_slot[g.order[i]];
-    if (o && ttke_at[g.order[i]] - median_ttke(g, g.order[i], run.slots.size()) > run.rep.divergence_threshold_ns) {
+    const uint32_t s = g.order[i];
+    if (!std::isnan(ttke_at[s]) && ttke_at[s] - median_ttke(g, s, run.slots.size()) > run.rep.divergence_threshold_ns) {
       sj.first_diverging_slot = static_cast<int>(i);
-      sj.first_diverging_kernel = run.model.strings.at(run.slots.keys[o->slot].name);
+      sj.first_diverging_kernel = run.model.strings.at(run.slots.keys[s].name);
       return;
     }
   }
