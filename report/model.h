@@ -212,6 +212,11 @@ struct SpanChunk {
             api ? static_cast<int64_t>(api_start) : 0, api ? static_cast<int64_t>(api_start + p.api_duration_ns) : 0,
             l.name, l.section, l.stream, l.device, l.kind, l.nccl};
   }
+  // The launch call's end of a packed (not escaped) record, as unpack gives it: 0 when unknown.
+  [[gnu::always_inline]] static int64_t api_end_of(const PackedSpan& p, int64_t base) {
+    if (p.launch_lead_ns == PackedSpan::kNoApi) return 0;
+    return static_cast<int64_t>(static_cast<uint64_t>(base) + p.start_offset_ns - p.launch_lead_ns + p.api_duration_ns);
+  }
   [[gnu::always_inline]] void push_back(const GpuSpan& a) {
     const size_t i = packed.size();
     if ((i & kBlockMask) == 0) block_base.push_back(base_for(a.start_ns));

@@ -319,11 +319,10 @@ struct LaunchTimes {
       add(double(a.end_ns - a.start_ns), double(a.start_ns - a.api_end_ns), double(a.api_end_ns - a.api_start_ns), opt,
           launch);
   }
-  // The same from a packed record and its base (SpanChunk::unpack's arithmetic, only what is needed).
+  // The same from a packed record and its base, without unpacking it: the delay is the launch lead
+  // less the call's length, the call's length is stored as it is.
   [[gnu::always_inline]] void add(const PackedSpan& p, int64_t base, const BreakdownOptions& opt, LaunchStats& launch) {
-    if (p.launch_lead_ns == PackedSpan::kNoApi) return;
-    const uint64_t api_end = static_cast<uint64_t>(base) + p.start_offset_ns - p.launch_lead_ns + p.api_duration_ns;
-    if (api_end)  // 0: unknown, as unpacked
+    if (SpanChunk::api_end_of(p, base))
       add(double(p.duration_ns), double(int64_t{p.launch_lead_ns} - int64_t{p.api_duration_ns}), double(p.api_duration_ns),
           opt, launch);
   }
