@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -178,15 +179,33 @@ struct SpanChunk {
     GpuKind kind;
     bool nccl;
     bool operator==(const Label&) const = default;
-    // The same test as ==, as two 8-byte compares and one branch: the reader makes it for every record.
-    [[gnu::always_inline]] bool same_as(const Label& o) const {
-      uint64_t a[2], b[2];
-      std::memcpy(a, this, sizeof a);
-      std::memcpy(b, &o, sizeof b);
-      return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+    // A label's bytes as two 8-byte words, so that the reader's test for every record is two
+    // compares and one branch. Made from the fields in registers where the machine is little-endian:
+    // a Label written field by field and read back as words waits for the narrow stores to reach
+    // the cache (a failed store forward, a third of decode_gpu_block's samples, issue 29).
+    struct Words {
+      uint64_t lo, hi;
+      bool operator==(const Words&) const = default;
+    };
+    [[gnu::always_inline]] static Words words_of(uint32_t name, uint32_t section, uint32_t stream, int16_t device,
+                                                 GpuKind kind, bool nccl) {
+      if constexpr (std::endian::native == std::endian::little) {
+        return {uint64_t{name} | uint64_t{section} << 32,
+                uint64_t{stream} | uint64_t{static_cast<uint16_t>(device)} << 32 |
+                    uint64_t{static_cast<uint8_t>(kind)} << 48 | uint64_t{nccl} << 56};
+      } else {
+        return Label{name, section, stream, device, kind, nccl}.words();
+      }
+    }
+    [[gnu::always_inline]] Words words() const {
+      Words w;
+      std::memcpy(&w, this, sizeof w);
+      return w;
     }
   };
   static_assert(sizeof(Label) == 16 && std::has_unique_object_representations_v<Label>);
+  static_assert(offsetof(Label, section) == 4 && offsetof(Label, stream) == 8 && offsetof(Label, device) == 12 &&
+                offsetof(Label, kind) == 14 && offsetof(Label, nccl) == 15);  // words_of's layout
   static constexpr unsigned kBlockBits = 6;  // 64 records: 2.1 s holds them at 30 launches a second
   static constexpr size_t kBlockMask = (size_t{1} << kBlockBits) - 1;
   std::vector<PackedSpan> packed;
@@ -280,22 +299,23 @@ struct SpanChunk {
   uint32_t last_label_unnamed = PackedSpan::kEscaped;
   std::unordered_map<Label, uint32_t, LabelHash> label_lookup;
   [[gnu::always_inline]] PackedSpan pack(const GpuSpan& a, int64_t base);  // in the reader's loop over every record
-  [[gnu::always_inline]] uint32_t label_of(const Label& l);
+  [[gnu::always_inline]] uint32_t label_of(const GpuSpan& a);
   uint32_t find_label(const Label& l, uint32_t& last);
 };
 
-[[gnu::always_inline]] inline uint32_t SpanChunk::label_of(const Label& l) {
+[[gnu::always_inline]] inline uint32_t SpanChunk::label_of(const GpuSpan& a) {
   uint32_t* last = &last_label_unnamed;
-  if (l.name < last_label_of_name.size()) [[likely]] {
-    last = &last_label_of_name[l.name];
-  } else if (l.name < kNamesRemembered) {  // ids are dense (a file's strings): grown a few times
-    last_label_of_name.resize(std::max<size_t>(size_t(l.name) + 1, 2 * last_label_of_name.size()),
+  if (a.name < last_label_of_name.size()) [[likely]] {
+    last = &last_label_of_name[a.name];
+  } else if (a.name < kNamesRemembered) {  // ids are dense (a file's strings): grown a few times
+    last_label_of_name.resize(std::max<size_t>(size_t(a.name) + 1, 2 * last_label_of_name.size()),
                               PackedSpan::kEscaped);
-    last = &last_label_of_name[l.name];
+    last = &last_label_of_name[a.name];
   }
-  if (*last < labels.size() && labels[*last].same_as(l)) [[likely]]
+  if (*last < labels.size() &&
+      labels[*last].words() == Label::words_of(a.name, a.section, a.stream, a.device, a.kind, a.nccl)) [[likely]]
     return *last;
-  return find_label(l, *last);
+  return find_label({a.name, a.section, a.stream, a.device, a.kind, a.nccl}, *last);
 }
 
 inline uint32_t SpanChunk::find_label(const Label& l, uint32_t& last) {
@@ -327,7 +347,7 @@ inline uint32_t SpanChunk::find_label(const Label& l, uint32_t& last) {
   p.launch_lead_ns = api ? static_cast<uint32_t>(lead) : PackedSpan::kNoApi;
   p.api_duration_ns = static_cast<uint16_t>(api_duration);
   uint32_t label = PackedSpan::kEscaped;
-  if (fits) label = label_of({a.name, a.section, a.stream, a.device, a.kind, a.nccl});
+  if (fits) label = label_of(a);
   // Fits: unpack gives back exactly `a` (each offset was taken without overflow and is added back
   // the same way; known host times stay known, as their offsets are not kNoApi).
   if (fits && label != PackedSpan::kEscaped) {

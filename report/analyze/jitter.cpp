@@ -88,9 +88,12 @@ CollectiveArrival arrival_of(const RankIndex& x, const std::vector<std::pair<int
   return out;
 }
 
-// Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk.
-double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
-  return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
+// Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk. Clamped at 0 as an
+// integer, which compiles to a conditional move: whether a kernel waited is as random as the data, and
+// the branch the double's max compiled to was mispredicted for a quarter of jitter's first pass over
+// the records (issue 29). The same double either way: the conversion keeps order and 0 stays +0.
+[[gnu::always_inline]] inline double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
+  return !a.nccl && prev ? double(std::max<int64_t>(0, a.start_ns - prev->end_ns)) : 0;
 }
 
 // A kernel's part of its step's final TTKE (NCCL kernels left out), and its launch delay into `delays`.
@@ -467,23 +470,38 @@ StepArrivals step_arrivals(const JitterRun& run, int k, const std::vector<size_t
   return a;
 }
 
-// Sums per section id, few per step: a short list, turned into the report's map at the end.
+// Sums per section id, few per step: a short list, turned into the report's map at the end. The
+// sum of the section being added to is held apart and put back when the section changes: a step's
+// kernels come section by section, so most adds are one addition in a register (issue 29: looking
+// the section up in the list and adding in memory, every kernel, was a third of fill_cell). Each
+// section's values are still added one by one in launch order: the same doubles.
 class SectionSums {
  public:
-  void add(uint32_t section, double v) {
-    for (auto& [s, sum] : sums_)
-      if (s == section) {
-        sum += v;
-        return;
-      }
-    sums_.emplace_back(section, v);
+  [[gnu::always_inline]] void add(uint32_t section, double v) {
+    if (section != current_) [[unlikely]] switch_to(section);
+    sum_ += v;
   }
-  void into(const RunModel& m, std::map<std::string, double>& out) const {
+  void into(const RunModel& m, std::map<std::string, double>& out) {
+    put_back();
     for (const auto& [s, sum] : sums_) out[section_name(m, s)] += sum;
   }
 
  private:
+  void put_back() {
+    if (at_ < sums_.size()) sums_[at_].second = sum_;
+  }
+  void switch_to(uint32_t section) {
+    put_back();
+    at_ = 0;
+    while (at_ < sums_.size() && sums_[at_].first != section) ++at_;
+    if (at_ == sums_.size()) sums_.emplace_back(section, -0.0);  // -0.0 + v is v, whatever v
+    current_ = section;
+    sum_ = sums_[at_].second;
+  }
   std::vector<std::pair<uint32_t, double>> sums_;
+  uint64_t current_ = UINT64_MAX;  // no section id: the first add looks its section up
+  size_t at_ = SIZE_MAX;           // current_'s place in sums_
+  double sum_ = 0;                 // current_'s sum so far
 };
 
 // Rank r's cell of step k: its excesses over the cross-rank medians, and the run-wide sums.

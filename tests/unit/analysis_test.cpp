@@ -437,6 +437,39 @@ TEST(Jitter, KernelsAreMatchedByNameAndOccurrenceWhenStepsDiffer) {
 // on their stream before each, NCCL kernels left out) against a plain computation from the records,
 // with steps that follow each other, with or without records between them (jitter.cpp scans a
 // rank's records once for all of them), and with steps that overlap (each step's records summed on their own, a record in two steps in both).
+// A step whose kernels go back and forth between two sections (jitter.cpp's SectionSums holds the
+// section being added to apart and puts it back when the section changes): each cell's excesses by
+// section add up to its whole duration excess (less copies' and memsets') and gap excess, as every
+// value is a multiple of half a nanosecond and the sums are exact.
+TEST(Jitter, ExcessesBySectionAddUpWhenAStepsSectionsInterleave) {
+  Spec spec;
+  RunModel m = synth::make_run(spec);
+  const StepSet steps = detect_steps(m, "");
+  ASSERT_EQ(steps.count(), spec.steps);
+  const uint32_t sections[2] = {m.strings.intern("even"), m.strings.intern("odd")};
+  for (RankData& r : m.ranks) {
+    size_t i = 0;
+    for (CaptureWindow& w : r.windows)
+      for (GpuActivity& a : w.gpu)
+        if (!a.nccl && a.kind == GpuKind::kernel) a.section = sections[i++ % 2];
+  }
+  const JitterReport j = analyze_jitter(m, steps);
+  ASSERT_TRUE(j.available) << j.why_not;
+  size_t cells = 0;
+  for (const std::vector<RankStepJitter>& row : j.matrix)
+    for (const RankStepJitter& cell : row) {
+      if (!cell.present) continue;
+      ++cells;
+      ASSERT_EQ(cell.duration_excess_by_section.size(), 2u);
+      double by_section = cell.memory_excess_ns, gaps = 0;
+      for (const auto& [name, ns] : cell.duration_excess_by_section) by_section += ns;
+      for (const auto& [name, ns] : cell.gap_excess_by_section) gaps += ns;
+      EXPECT_EQ(by_section, cell.duration_excess_ns);
+      EXPECT_EQ(gaps, cell.gap_excess_ns);
+    }
+  EXPECT_EQ(cells, m.ranks.size() * size_t(spec.steps));
+}
+
 TEST(Jitter, EachStepsFinalTtkeIsItsKernelsGapsAndLengths) {
   Spec spec;
   const RunModel m = synth::make_run(spec);

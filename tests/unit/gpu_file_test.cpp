@@ -702,6 +702,42 @@ TEST(SpanChunk, RecordsShareOneLabelPerNameSectionAndStream) {
   for (size_t i = 0; i < spans.size(); ++i) ASSERT_TRUE(chunk.at(i) == spans[i]) << i;
 }
 
+// The reader compares a record's label with its name's last one as two 8-byte words made from the
+// fields (SpanChunk::Label::words_of): a record differing from it in any one field, each at the
+// edges of its range (a device of -1 sign-extends), gets a label of its own and reads back as it was.
+TEST(SpanChunk, ARecordDifferingFromItsNamesLastLabelInOneFieldGetsItsOwn) {
+  using namespace laggard::report;
+  GpuSpan base;
+  base.start_ns = 1000;
+  base.end_ns = 2000;
+  base.name = 4;
+  base.section = 5;
+  base.stream = 6;
+  base.device = 0;
+  std::vector<GpuSpan> variants;
+  auto vary = [&](auto change) {
+    GpuSpan v = base;
+    change(v);
+    variants.push_back(v);
+  };
+  vary([](GpuSpan& v) { v.section = 0xffffffffu; });
+  vary([](GpuSpan& v) { v.stream = 0xffffffffu; });
+  vary([](GpuSpan& v) { v.device = -1; });
+  vary([](GpuSpan& v) { v.device = INT16_MAX; });
+  vary([](GpuSpan& v) { v.kind = GpuKind::memcpy; });
+  vary([](GpuSpan& v) { v.kind = GpuKind::memset; });
+  vary([](GpuSpan& v) { v.nccl = true; });
+  SpanChunk chunk;
+  std::vector<GpuSpan> spans;
+  for (const GpuSpan& v : variants)
+    for (const GpuSpan& s : {base, v, v, base}) {  // each after the name's last label differing in one field
+      spans.push_back(s);
+      chunk.push_back(s);
+    }
+  EXPECT_EQ(chunk.labels.size(), 1 + variants.size());
+  for (size_t i = 0; i < spans.size(); ++i) ASSERT_TRUE(chunk.at(i) == spans[i]) << i;
+}
+
 // The reader renumbers a file's string ids into the run's (reader_parallel.cpp) by its labels: the
 // records read back renamed, and records packed after that (a rank shifted in time is packed
 // again) find or make labels by the new ids.
