@@ -35,13 +35,20 @@ struct KernelKey {
   }
 };
 
+// A kernel of the run: its key's place among all the run's keys in key order (RunKernels), so that
+// maps of different ranks are sorted, walked and merged by one integer, and an entry takes 32 bytes
+// instead of 56 (issue 29: the maps were 290 MB of 960 x 903 x 50's fresh memory, 520 MB of
+// 100,000 ranks of summaries').
+using KernelId = uint32_t;
+
 struct KernelAcc {
-  KernelKey key;
+  KernelId kernel;
   double median = 0;  // weighted median of the window medians it gathers
   double total_ns = 0;
   uint64_t count = 0;
 };
-// Flat and sorted by key (no node per kernel): at 10,000 ranks the maps were the hot spot.
+static_assert(sizeof(KernelAcc) == 32);
+// Flat and sorted by kernel (no node per kernel): at 10,000 ranks the maps were the hot spot.
 using KernelMap = std::vector<KernelAcc>;
 
 struct Scoped {
@@ -64,7 +71,7 @@ struct RankKernelTotals {
   std::map<std::string, Scoped> sections;
 };
 
-using Reference = std::vector<std::pair<KernelKey, double>>;  // sorted by key
+using Reference = std::vector<std::pair<KernelId, double>>;  // sorted by kernel
 
 // NVRx's weighted average; no value when no kernel has a reference.
 std::optional<double> weighted_score(const KernelMap& mine, const Reference& ref) {
@@ -72,8 +79,8 @@ std::optional<double> weighted_score(const KernelMap& mine, const Reference& ref
   int common = 0;
   auto r = ref.begin();  // both sorted by key: one walk through each
   for (const KernelAcc& acc : mine) {
-    while (r != ref.end() && r->first < acc.key) ++r;
-    if (r == ref.end() || !(r->first == acc.key)) continue;
+    while (r != ref.end() && r->first < acc.kernel) ++r;
+    if (r == ref.end() || r->first != acc.kernel) continue;
     const double* best = &r->second;
     ++common;
     double med = acc.median;
@@ -97,13 +104,13 @@ Reference common_minimum(const std::vector<const KernelMap*>& maps) {
     const KernelMap& other = *maps[i];
     auto o = other.begin();
     for (size_t k = 0; k < first.size(); ++k) {
-      while (o != other.end() && o->key < first[k].key) ++o;
-      if (o != other.end() && o->key == first[k].key) best[k] = std::min(best[k], o->median);
+      while (o != other.end() && o->kernel < first[k].kernel) ++o;
+      if (o != other.end() && o->kernel == first[k].kernel) best[k] = std::min(best[k], o->median);
       else everywhere[k] = 0;
     }
   }
   for (size_t k = 0; k < first.size(); ++k)
-    if (everywhere[k]) ref.emplace_back(first[k].key, best[k]);
+    if (everywhere[k]) ref.emplace_back(first[k].kernel, best[k]);
   return ref;
 }
 
@@ -123,6 +130,34 @@ struct KernelKeyHash {
     for (int d = 0; d < 3; ++d) h = (h ^ (uint64_t(k.grid[d]) << 32 | k.block[d])) * 0x9e3779b97f4a7c15u;
     return static_cast<size_t>(h ^ (h >> 29));
   }
+};
+
+// Every compute kernel (name and launch shape) of the run, in key order: a kernel's place here is its
+// KernelId. Gathered on every core, each core's share of the ranks on its own; a capture window
+// usually lists the kernels of the one before in the same order, so most statistics cost one compare.
+class RunKernels {
+ public:
+  explicit RunKernels(const RunModel& model) {
+    const size_t n = model.ranks.size(), parts = std::min<size_t>(n, 4 * size_t(analysis_threads()));
+    std::vector<std::vector<KernelKey>> found(parts);
+    parallel_for(parts, [&](size_t c) { found[c] = distinct_keys(model, n * c / parts, n * (c + 1) / parts); });
+    for (const std::vector<KernelKey>& keys : found) sorted_.insert(sorted_.end(), keys.begin(), keys.end());
+    std::sort(sorted_.begin(), sorted_.end());
+    sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
+    ids_.reserve(sorted_.size());
+    for (size_t i = 0; i < sorted_.size(); ++i) ids_.emplace(sorted_[i], static_cast<KernelId>(i));
+  }
+  // A kernel of the run's (read-only: any thread).
+  KernelId id_of(const KernelKey& k) const { return ids_.at(k); }
+
+  static KernelKey key_of(const KernelWindowStats& s) {
+    return KernelKey{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}};
+  }
+
+ private:
+  static std::vector<KernelKey> distinct_keys(const RunModel& model, size_t first_rank, size_t last_rank);
+  std::vector<KernelKey> sorted_;
+  std::unordered_map<KernelKey, KernelId, KernelKeyHash> ids_;
 };
 
 // A rank's statistics, kept per thread from rank to rank (build_rank empties it). Each kernel
@@ -161,7 +196,7 @@ struct RankBuild {
 
 // Folds entries of one (scope, window), grouped by kernel (equal ids together), into a KernelMap:
 // one KernelAcc per kernel, in the order of the groups.
-KernelMap fold(const std::vector<KernelKey>& keys, const StatEntry* b, const StatEntry* e,
+KernelMap fold(const std::vector<KernelId>& kernels, const StatEntry* b, const StatEntry* e,
                std::vector<std::pair<double, double>>& scratch) {
   size_t n = b != e;
   for (const StatEntry* it = b; it != e && it + 1 != e; ++it) n += it->key != (it + 1)->key;
@@ -169,7 +204,7 @@ KernelMap fold(const std::vector<KernelKey>& keys, const StatEntry* b, const Sta
   m.reserve(n);  // sized once: every rank's maps are held until scored (issue 29: grown, 18 % of the peak)
   while (b != e) {
     const StatEntry* same = b;
-    KernelAcc a{keys[b->key]};
+    KernelAcc a{kernels[b->key]};
     scratch.clear();
     for (; same != e && same->key == b->key; ++same) {
       scratch.emplace_back(same->median, same->count);
@@ -213,7 +248,7 @@ void by_scope(const RankBuild& rb, std::vector<StatEntry>& out, std::vector<uint
 
 // One scope's report windows, each folded in kernel order. The entries come in capture-window
 // order, so a window's are usually one run already.
-void fold_windows(const std::vector<KernelKey>& keys, const std::vector<uint32_t>& place, const StatEntry* first,
+void fold_windows(const std::vector<KernelId>& kernels, const std::vector<uint32_t>& place, const StatEntry* first,
                   const StatEntry* last, std::vector<std::pair<double, double>>& scratch, Scoped& sc) {
   thread_local std::vector<StatEntry> in;
   in.clear();
@@ -225,18 +260,22 @@ void fold_windows(const std::vector<KernelKey>& keys, const std::vector<uint32_t
   for (auto b = in.begin(); b != in.end();) {
     auto e = std::find_if(b, in.end(), [&](const StatEntry& x) { return x.window != b->window; });
     std::stable_sort(b, e, kernel_order);  // a window's kernels: few
-    sc.by_window.emplace_back(b->window, fold(keys, &*b, &*b + (e - b), scratch));
+    sc.by_window.emplace_back(b->window, fold(kernels, &*b, &*b + (e - b), scratch));
     b = e;
   }
 }
 
 // The rank's gathered statistics as its scopes, whole run and per report window.
-RankKernelTotals build_rank(const StringTable& strings, RankBuild& rb, std::vector<std::pair<double, double>>& scratch) {
-  // place[id]: the kernel's position in key order (the maps' order).
+RankKernelTotals build_rank(const StringTable& strings, const RunKernels& run, RankBuild& rb,
+                            std::vector<std::pair<double, double>>& scratch) {
+  // kernels[id]: the rank's kernel id in the run's; place[id]: its position in key order (the maps').
+  thread_local std::vector<KernelId> kernels;
   thread_local std::vector<uint32_t> order, place;
+  kernels.resize(rb.keys.size());
+  for (uint32_t i = 0; i < kernels.size(); ++i) kernels[i] = run.id_of(rb.keys[i]);
   order.resize(rb.keys.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return rb.keys[a] < rb.keys[b]; });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return kernels[a] < kernels[b]; });
   place.resize(order.size());
   for (uint32_t i = 0; i < order.size(); ++i) place[order[i]] = i;
   RankKernelTotals acc;
@@ -251,8 +290,8 @@ RankKernelTotals build_rank(const StringTable& strings, RankBuild& rb, std::vect
     const uint32_t section = scope == 0 ? 0 : rb.sections[scope - 1];
     Scoped& sc = scope == 0 ? acc.all : acc.sections[section == StringTable::kNone ? kNoSection : strings.at(section)];
     by_kernel(first, last, place, sorted);
-    sc.whole = fold(rb.keys, sorted.data(), sorted.data() + sorted.size(), scratch);
-    fold_windows(rb.keys, place, first, last, scratch, sc);
+    sc.whole = fold(kernels, sorted.data(), sorted.data() + sorted.size(), scratch);
+    fold_windows(kernels, place, first, last, scratch, sc);
   }
   rb.clear();
   return acc;
@@ -321,6 +360,25 @@ bool is_compute(const KernelWindowStats& s) {
   return s.kind != GpuKind::memcpy && s.kind != GpuKind::memset && !s.nccl;
 }
 
+std::vector<KernelKey> RunKernels::distinct_keys(const RunModel& model, size_t first_rank, size_t last_rank) {
+  std::unordered_map<KernelKey, KernelId, KernelKeyHash> seen;  // ids unused: the hash map of the ids' type
+  std::vector<KernelKey> keys, before, now;  // the window before's compute kernels, and this one's
+  for (size_t ri = first_rank; ri < last_rank; ++ri)
+    for (const CaptureWindow& cw : model.ranks[ri].windows) {
+      now.clear();
+      for (const KernelWindowStats& s : cw.kernel_stats) {
+        if (!is_compute(s)) continue;
+        const KernelKey k = key_of(s);
+        const size_t at = now.size();
+        now.push_back(k);
+        if (at < before.size() && before[at] == k) continue;
+        if (seen.try_emplace(k, 0).second) keys.push_back(k);
+      }
+      before.swap(now);
+    }
+  return keys;
+}
+
 // The run-wide totals of each statistic's (section, kernel), looked up once per kernel position: a
 // capture window usually lists the kernels of the one before in the same order, so its entry is
 // the one at the same position there (issue 29: a hash lookup per statistic, 1.7 M of them at 960 x
@@ -383,7 +441,7 @@ void add_entry(RankBuild& rb, int k, const KernelWindowStats& s, bool whole_only
   auto found = std::find(rb.sections.begin(), rb.sections.end(), s.section);
   const int scope = 1 + static_cast<int>(found - rb.sections.begin());
   if (found == rb.sections.end()) rb.sections.push_back(s.section);
-  const uint32_t key = rb.key_id(KernelKey{s.name, {s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}});
+  const uint32_t key = rb.key_id(RunKernels::key_of(s));
   rb.entries.push_back(StatEntry{key, scope, whole_only ? -1 : k, double(s.median_ns), double(s.count),
                                  double(s.total_ns), s.count});
 }
@@ -404,6 +462,7 @@ int only_window(const GpuWork& w, const RankData& r) {
 void gather(GpuWork& w) {
   const size_t n = w.model.ranks.size();
   w.acc.resize(n);
+  const RunKernels kernels(w.model);
   // Each rank's scopes on every core (each index writes only its own).
   parallel_for(n, [&](size_t ri) {
     // Kept from rank to rank on each thread (build_rank empties them): a rank of 50 windows x 50
@@ -421,7 +480,7 @@ void gather(GpuWork& w) {
       for (const KernelWindowStats& s : cw.kernel_stats)
         if (is_compute(s)) add_entry(rb, k, s, only >= 0);
     }
-    w.acc[ri] = build_rank(w.model.strings, rb, scratch);
+    w.acc[ri] = build_rank(w.model.strings, kernels, rb, scratch);
     if (only >= 0) {
       auto window_is_whole = [&](Scoped& sc) {
         if (!sc.whole.empty()) sc.whole_is_window = only;
@@ -486,9 +545,9 @@ void score_scope(const GpuWork& w, Pick pick, StoreWhole store_whole, StoreWindo
     Reference best_so_far;  // NVRx's rank historical minimum, updated before scoring
     s->each_window([&](int k, const KernelMap& m) {
       for (const KernelAcc& a : m) {
-        auto it = std::lower_bound(best_so_far.begin(), best_so_far.end(), a.key,
-                                   [](const auto& e, const KernelKey& key) { return e.first < key; });
-        if (it == best_so_far.end() || !(it->first == a.key)) best_so_far.insert(it, {a.key, a.median});
+        auto it = std::lower_bound(best_so_far.begin(), best_so_far.end(), a.kernel,
+                                   [](const auto& e, KernelId k) { return e.first < k; });
+        if (it == best_so_far.end() || it->first != a.kernel) best_so_far.insert(it, {a.kernel, a.median});
         else it->second = std::min(it->second, a.median);
       }
       GpuScore ws;

@@ -130,6 +130,27 @@ TEST(GpuScores, IndividualComparesWithTheRanksBestWindowSoFar) {
   EXPECT_EQ(st->windows, std::vector<int>{1});
 }
 
+// The run's kernels are gathered once for every rank (RunKernels), skipping a statistic whose
+// kernel the window before listed at the same place: a kernel first listed where the window
+// before had another, of the same name in another launch shape, or in a rank after the first, is
+// still one of the run's. rank 0: w0 A, w1 B; rank 1: w0 A, w1 B (twice as long), then A in grid 2
+// where rank 0's last window had nothing. Relative, rank 1: (1 * 1000 + 0.5 * 2000) / 3000, A in
+// grid 2 having no reference.
+TEST(GpuScores, AKernelFirstListedWhereTheWindowBeforeHadAnotherIsOneOfTheRuns) {
+  RunModel m;
+  RankData r0 = rank(0), r1 = rank(1);
+  window(m, r0, 0, {{"", "A", 100, 10, 1000}});
+  window(m, r0, 1, {{"", "B", 50, 20, 1000}});
+  window(m, r1, 0, {{"", "A", 100, 10, 1000}});
+  window(m, r1, 1, {{"", "B", 100, 20, 2000}, {"", "A", 100, 10, 1000, false, GpuKind::kernel, 2}});
+  m.ranks = {r0, r1};
+  Scored s = score(m);
+  ASSERT_TRUE(s.gpu.ranks[1].score.relative.has_value());
+  EXPECT_NEAR(*s.gpu.ranks[1].score.relative, 2.0 / 3.0, 1e-12);
+  EXPECT_EQ(s.gpu.ranks[1].score.kernels, 40u);
+  EXPECT_DOUBLE_EQ(*s.gpu.ranks[0].score.relative, 1.0);
+}
+
 // A rank's statistics are grouped by kernel, scope and report window without sorting them all
 // (issue 29): the scores must not depend on the order the capture windows or their kernels come in,
 // nor on a window listing one kernel twice (two sections). The same data in two orders: window 1
