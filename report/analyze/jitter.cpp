@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "parallel.h"
 #include "stats.h"
@@ -260,12 +261,20 @@ struct SlotValues {
   double dur, gap, ttke, pos;
 };
 
-// The median of one quantity over a slot's values (in a scratch copy: the values keep their order).
-double median_of(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
-  // A kernel at the same position on every rank (the usual case for positions): no copy, no selection.
+// The quantity when a slot's values all have the same (a kernel at the same position on every rank,
+// the usual case for positions; gaps of 0 on every rank, the usual case for a GPU-bound job's
+// kernels: half of the slots at 960 x 903 x 50), found without copying or selecting. Stops at the
+// first value that differs, so other slots pay next to nothing.
+std::optional<double> same_everywhere(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
   if (first != last &&
       std::all_of(first + 1, last, [&, v = first->*quantity](const SlotValues& x) { return x.*quantity == v; }))
     return first->*quantity;
+  return std::nullopt;
+}
+
+// The median of one quantity over a slot's values (in a scratch copy: the values keep their order).
+double median_of(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
+  if (const std::optional<double> v = same_everywhere(first, last, quantity)) return *v;
   thread_local std::vector<double> scratch;
   scratch.clear();
   for (const SlotValues* v = first; v != last; ++v) scratch.push_back(v->*quantity);
@@ -275,6 +284,7 @@ double median_of(const SlotValues* first, const SlotValues* last, double SlotVal
 // The same, found from where it was in the last step (a kernel position's durations and gaps
 // change little from step to step).
 double median_near(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity, MedianGuess& guess) {
+  if (const std::optional<double> v = same_everywhere(first, last, quantity)) return *v;
   return median_guessed(size_t(last - first), [&](size_t i) { return first[i].*quantity; }, guess);
 }
 
