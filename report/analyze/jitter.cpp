@@ -303,9 +303,29 @@ struct StepGroups {
     size_t first, last;         // positions in `present`
     std::vector<uint32_t> count, at;  // per slot: its kernels in the chunk, where the chunk writes them
     std::vector<const Obs*> last_seen;  // per slot: the chunk's last kernel there
+    // Per slot: where the chunk's values began and ended in the last step, and where observe_step
+    // writes this step's while its ranks' kernels are in cache (place_kernels).
+    std::vector<uint32_t> last_from, last_end, ahead;
   };
   std::vector<Chunk> chunks;
+  size_t placed_for = 0;      // present ranks of the last step (0: none placed yet)
+  bool placed_ahead = false;  // this step's values are in place already: its counts were the last step's
 };
+
+// One rank's kernels into their slots' values, each at its slot's `at` (advanced), with its TTKE and
+// launch position. Bounded: a slot's values are written only below its `end` (observe_step's writes
+// ahead, each chunk inside the places it had in the last step).
+template <bool kBounded>
+[[gnu::always_inline]] inline void place_kernels(const std::vector<Obs>& mine, uint32_t* at, const uint32_t* end,
+                                                 SlotValues* values) {
+  double ttke = 0;
+  for (size_t pos = 0; pos < mine.size(); ++pos) {
+    const Obs& o = mine[pos];
+    ttke = add_ttke(ttke, o);
+    const uint32_t i = at[o.slot]++;
+    if (!kBounded || i < end[o.slot]) values[i] = {o.dur, o.gap, ttke, double(pos)};
+  }
+}
 
 constexpr double kNotYet = std::numeric_limits<double>::quiet_NaN();  // a TTKE median not taken yet
 
@@ -371,18 +391,17 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
   const size_t total = place_slots(nslots, g);
   note_slot_kinds(slots, g);
   g.values.resize(total);
-  parallel_for(g.chunks.size(), [&](size_t c) {
-    StepGroups::Chunk& ch = g.chunks[c];
-    for (size_t i = ch.first; i < ch.last; ++i) {
-      const std::vector<Obs>& mine = obs[present[i]];
-      double ttke = 0;
-      for (size_t pos = 0; pos < mine.size(); ++pos) {
-        const Obs& o = mine[pos];
-        ttke = add_ttke(ttke, o);
-        g.values[ch.at[o.slot]++] = {o.dur, o.gap, ttke, double(pos)};
-      }
-    }
-  });
+  for (StepGroups::Chunk& ch : g.chunks) {  // where the next step's values are likely to go
+    ch.last_from = ch.at;
+    ch.last_end.resize(nslots);
+    for (uint32_t s = 0; s < nslots; ++s) ch.last_end[s] = ch.at[s] + ch.count[s];
+  }
+  g.placed_for = present.size();
+  if (!g.placed_ahead)
+    parallel_for(g.chunks.size(), [&](size_t c) {
+      StepGroups::Chunk& ch = g.chunks[c];
+      for (size_t i = ch.first; i < ch.last; ++i) place_kernels<false>(obs[present[i]], ch.at.data(), nullptr, g.values.data());
+    });
   g.total = total;
   // Each slot's medians on its own part of the arrays: independent, on every core. The TTKE
   // median is taken only where first_divergence asks for it (median_ttke).
@@ -431,22 +450,34 @@ double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
 
 // The present ranks' kernels of step k, with their slots, counted per slot in each chunk of ranks
 // while they are still in cache (group_step's first pass).
+// Where the step's counts per slot turn out to be the last step's (the same kernels on as many
+// ranks: most steps), each rank's values are also written while its kernels are in cache, at the
+// places the last step's had (issue 29: group_step read every kernel back from memory to place it).
+// Each chunk writes only inside its own last places; where any count differs, group_step places
+// them all again.
 void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
   StepGroups& g = run.groups;
   split_into_chunks(present.size(), run.slots.size(), g);
+  const bool ahead = g.placed_for == present.size();  // the same chunks as the last step's
   std::vector<uint8_t> unassigned(g.chunks.size(), 0);  // the chunk has kernels at positions without a slot yet
   parallel_for(g.chunks.size(), [&](size_t c) {
     thread_local std::vector<int> seen;  // all zero between calls (observe resets what it used)
     if (seen.size() != run.model.strings.size() + 1) seen.assign(run.model.strings.size() + 1, 0);
     StepGroups::Chunk& ch = g.chunks[c];
+    if (ahead) ch.ahead = ch.last_from;
     for (size_t i = ch.first; i < ch.last; ++i) {
       const size_t r = present[i];
       observe(run.ranks[r], run.ranks[r].steps[k], run.slots, seen, run.obs[r], run.fresh[r]);
       unassigned[c] |= !run.fresh[r].empty();
-      if (!unassigned[c]) count_kernels(run.obs[r], ch);
+      if (unassigned[c]) continue;
+      count_kernels(run.obs[r], ch);
+      if (ahead) place_kernels<true>(run.obs[r], ch.ahead.data(), ch.last_end.data(), g.values.data());
     }
   });
-  if (std::find(unassigned.begin(), unassigned.end(), 1) == unassigned.end()) return;
+  const bool none_unassigned = std::find(unassigned.begin(), unassigned.end(), 1) == unassigned.end();
+  g.placed_ahead = ahead && none_unassigned &&
+                   std::all_of(g.chunks.begin(), g.chunks.end(), [](const StepGroups::Chunk& ch) { return ch.ahead == ch.last_end; });
+  if (none_unassigned) return;
   // Kernel positions not seen before get slots here, in rank order: ids do not depend on threads.
   for (size_t r : present)
     for (const NewPosition& f : run.fresh[r]) run.obs[r][f.at].slot = run.slots.slot_of(f.name, f.occurrence);
