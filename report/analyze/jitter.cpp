@@ -89,12 +89,9 @@ CollectiveArrival arrival_of(const RankIndex& x, const std::vector<std::pair<int
   return out;
 }
 
-// Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk. Clamped at 0 as an
-// integer, which compiles to a conditional move: whether a kernel waited is as random as the data, and
-// the branch the double's max compiled to was mispredicted for a quarter of jitter's first pass over
-// the records (issue 29). The same double either way: the conversion keeps order and 0 stays +0.
-[[gnu::always_inline]] inline double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
-  return !a.nccl && prev ? double(std::max<int64_t>(0, a.start_ns - prev->end_ns)) : 0;
+// Idle time on the stream before the kernel; NCCL kernels get 0, as in the talk.
+double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
+  return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
 // A kernel's part of its step's final TTKE (NCCL kernels left out), and its launch delay into `delays`.
