@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "parallel.h"
 #include "stats.h"
@@ -361,8 +362,8 @@ bool is_compute(const KernelWindowStats& s) {
 }
 
 std::vector<KernelKey> RunKernels::distinct_keys(const RunModel& model, size_t first_rank, size_t last_rank) {
-  std::unordered_map<KernelKey, KernelId, KernelKeyHash> seen;  // ids unused: the hash map of the ids' type
-  std::vector<KernelKey> keys, before, now;  // the window before's compute kernels, and this one's
+  std::unordered_set<KernelKey, KernelKeyHash> seen;
+  std::vector<KernelKey> keys, before, now;  // keys: in order of first sight; the window before's and this one's
   for (size_t ri = first_rank; ri < last_rank; ++ri)
     for (const CaptureWindow& cw : model.ranks[ri].windows) {
       now.clear();
@@ -372,7 +373,7 @@ std::vector<KernelKey> RunKernels::distinct_keys(const RunModel& model, size_t f
         const size_t at = now.size();
         now.push_back(k);
         if (at < before.size() && before[at] == k) continue;
-        if (seen.try_emplace(k, 0).second) keys.push_back(k);
+        if (seen.insert(k).second) keys.push_back(k);
       }
       before.swap(now);
     }
