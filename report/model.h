@@ -187,14 +187,16 @@ struct SpanChunk {
       uint64_t lo, hi;
       bool operator==(const Words&) const = default;
     };
-    [[gnu::always_inline]] static Words words_of(uint32_t name, uint32_t section, uint32_t stream, int16_t device,
-                                                 GpuKind kind, bool nccl) {
+    // A record's label: what it shares with others.
+    [[gnu::always_inline]] static Label of(const GpuSpan& a) { return {a.name, a.section, a.stream, a.device, a.kind, a.nccl}; }
+    // of(a).words(), without the Label in memory.
+    [[gnu::always_inline]] static Words words_of(const GpuSpan& a) {
       if constexpr (std::endian::native == std::endian::little) {
-        return {uint64_t{name} | uint64_t{section} << 32,
-                uint64_t{stream} | uint64_t{static_cast<uint16_t>(device)} << 32 |
-                    uint64_t{static_cast<uint8_t>(kind)} << 48 | uint64_t{nccl} << 56};
+        return {uint64_t{a.name} | uint64_t{a.section} << 32,
+                uint64_t{a.stream} | uint64_t{static_cast<uint16_t>(a.device)} << 32 |
+                    uint64_t{static_cast<uint8_t>(a.kind)} << 48 | uint64_t{a.nccl} << 56};
       } else {
-        return Label{name, section, stream, device, kind, nccl}.words();
+        return of(a).words();
       }
     }
     [[gnu::always_inline]] Words words() const {
@@ -313,9 +315,9 @@ struct SpanChunk {
     last = &last_label_of_name[a.name];
   }
   if (*last < labels.size() &&
-      labels[*last].words() == Label::words_of(a.name, a.section, a.stream, a.device, a.kind, a.nccl)) [[likely]]
+      labels[*last].words() == Label::words_of(a)) [[likely]]
     return *last;
-  return find_label({a.name, a.section, a.stream, a.device, a.kind, a.nccl}, *last);
+  return find_label(Label::of(a), *last);
 }
 
 inline uint32_t SpanChunk::find_label(const Label& l, uint32_t& last) {

@@ -446,12 +446,11 @@ double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
 }
 
 // The present ranks' kernels of step k, with their slots, counted per slot in each chunk of ranks
-// while they are still in cache (group_step's first pass).
-// Where the step's counts per slot turn out to be the last step's (the same kernels on as many
-// ranks: most steps), each rank's values are also written while its kernels are in cache, at the
-// places the last step's had (issue 29: group_step read every kernel back from memory to place it).
-// Each chunk writes only inside its own last places; where any count differs, group_step places
-// them all again.
+// while they are still in cache (group_step's first pass). Where the last step's counts per slot
+// are likely this one's (as many ranks: most steps have the same kernels), each rank's values are
+// also written then, at the places the last step's had (issue 29: group_step read every kernel
+// back from memory to place it). Each chunk writes only inside its own last places; where any count
+// turns out to differ, group_step places them all again.
 void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
   StepGroups& g = run.groups;
   split_into_chunks(present.size(), run.slots.size(), g);
