@@ -9,7 +9,6 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "parallel.h"
 #include "stats.h"
@@ -134,8 +133,9 @@ struct KernelKeyHash {
 };
 
 // Every compute kernel (name and launch shape) of the run, in key order: a kernel's place here is its
-// KernelId. Gathered on every core, each core's share of the ranks on its own; a capture window
-// usually lists the kernels of the one before in the same order, so most statistics cost one compare.
+// KernelId. Gathered on every core, each core's share of the ranks on its own, as RankBuild gathers
+// a rank's (a capture window usually lists the kernels of the one before in the same order, so most
+// statistics cost one compare).
 class RunKernels {
  public:
   explicit RunKernels(const RunModel& model) {
@@ -362,22 +362,14 @@ bool is_compute(const KernelWindowStats& s) {
 }
 
 std::vector<KernelKey> RunKernels::distinct_keys(const RunModel& model, size_t first_rank, size_t last_rank) {
-  std::unordered_set<KernelKey, KernelKeyHash> seen;
-  std::vector<KernelKey> keys, before, now;  // keys: in order of first sight; the window before's and this one's
+  RankBuild seen;  // the ranks' windows as if one rank's: its keys, in order of first sight
   for (size_t ri = first_rank; ri < last_rank; ++ri)
     for (const CaptureWindow& cw : model.ranks[ri].windows) {
-      now.clear();
-      for (const KernelWindowStats& s : cw.kernel_stats) {
-        if (!is_compute(s)) continue;
-        const KernelKey k = key_of(s);
-        const size_t at = now.size();
-        now.push_back(k);
-        if (at < before.size() && before[at] == k) continue;
-        if (seen.insert(k).second) keys.push_back(k);
-      }
-      before.swap(now);
+      seen.next_capture_window();
+      for (const KernelWindowStats& s : cw.kernel_stats)
+        if (is_compute(s)) seen.key_id(key_of(s));
     }
-  return keys;
+  return std::move(seen.keys);
 }
 
 // The run-wide totals of each statistic's (section, kernel), looked up once per kernel position: a
