@@ -15,9 +15,13 @@ Analyses analyses_before_verdict(const RunModel& model, const ScoreReport& score
     // Each rank's timeline is built once for both analyses; the breakdown reads it as it is built.
     stage("GPU timelines, the breakdown's ranks");
     BreakdownByRank breakdown(model, a.steps, opt.breakdown);
-    std::vector<GpuTimeline> timelines = index_gpu_all(model, [&](size_t r, const GpuTimeline& g) { breakdown.add(r, g); });
+    JitterByRank jitter(model, a.steps);
+    std::vector<GpuTimeline> timelines = index_gpu_all(model, [&](size_t r, const GpuTimeline& g) {
+      breakdown.add(r, g);
+      jitter.add(r, g);
+    });
     stage("jitter");
-    a.jitter = analyze_jitter(model, a.steps, timelines, opt.jitter);
+    a.jitter = jitter.finish(timelines, opt.jitter);
     stage("breakdown");
     a.breakdown = breakdown.finish();
     stage("freeing timelines");

@@ -11,7 +11,33 @@
 #include "stats.h"
 
 namespace laggard::report {
+
+// What JitterByRank::Ranks holds, so outside the anonymous namespace (-Wsubobject-linkage).
+namespace jitter_parts {
+
+struct CollectiveArrival {
+  double arrival = -1;       // since the previous NCCL kernel's end on this rank
+  double idle_before = 0;    // on its stream
+  bool launched_late = false;
+};
+
+// One rank's GPU activities, indexed once for every step.
+struct RankIndex {
+  const GpuTimeline* timeline = nullptr;  // shared with the breakdown
+  std::vector<std::pair<size_t, size_t>> steps;  // per step: its launches, positions (GpuTimeline::at)
+  std::vector<double> final_ttke;                // per step
+  std::vector<CollectiveArrival> arrivals;       // per step
+  // Launch-to-start delays of the kernels launched in the steps, summed up here per rank rather
+  // than kept per kernel across the run (43 M doubles at the GTC 2020 shape).
+  double median_delay_ns = 0, near_zero_delay_share = 0;
+};
+
+}  // namespace jitter_parts
+
 namespace {
+
+using jitter_parts::CollectiveArrival;
+using jitter_parts::RankIndex;
 
 // Flat arrays and sort-based grouping throughout (issue 14): a kernel position across ranks is a
 // slot, a dense id of (kernel name, n-th launch of that name in the step) given once per run, so
@@ -39,23 +65,6 @@ struct NewPosition {
   uint32_t at;     // in the rank's Obs of the step
   uint32_t name;
   int occurrence;  // n-th launch of that name in the step
-};
-
-struct CollectiveArrival {
-  double arrival = -1;       // since the previous NCCL kernel's end on this rank
-  double idle_before = 0;    // on its stream
-  bool launched_late = false;
-};
-
-// One rank's GPU activities, indexed once for every step.
-struct RankIndex {
-  const GpuTimeline* timeline = nullptr;  // shared with the breakdown
-  std::vector<std::pair<size_t, size_t>> steps;  // per step: its launches, positions (GpuTimeline::at)
-  std::vector<double> final_ttke;                // per step
-  std::vector<CollectiveArrival> arrivals;       // per step
-  // Launch-to-start delays of the kernels launched in the steps, summed up here per rank rather
-  // than kept per kernel across the run (43 M doubles at the GTC 2020 shape).
-  double median_delay_ns = 0, near_zero_delay_share = 0;
 };
 
 // The launch-to-start delays gathered from every step (delays < 0 are unknown, as in the
@@ -730,24 +739,37 @@ std::vector<KernelSlotStats> slot_summaries(const JitterRun& run) {
 
 }  // namespace
 
-JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const JitterOptions& opt) {
-  return analyze_jitter(model, steps, index_gpu_all(model), opt);
+// What JitterByRank keeps of each rank until finish.
+struct JitterByRank::Ranks {
+  std::vector<RankIndex> index;
+};
+
+JitterByRank::JitterByRank(const RunModel& model, const StepSet& steps)
+    : model_(model), steps_(steps), ranks_(std::make_unique<Ranks>()) {
+  ranks_->index.resize(model.ranks.size());
 }
 
-JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
-                            const JitterOptions& opt) {
-  for (const GpuTimeline& g : timelines)  // index_gpu_all keeps them; index_gpu too
-    if (g.previous.size() != g.size()) throw std::logic_error("jitter: a GPU timeline without stream predecessors");
+JitterByRank::~JitterByRank() = default;
+
+void JitterByRank::add(size_t r, const GpuTimeline& g) {
+  if (g.previous.size() != g.size()) throw std::logic_error("jitter: a GPU timeline without stream predecessors");
+  if (steps_.count() > 0) ranks_->index.at(r) = index_rank(g, steps_, r, steps_.count());
+}
+
+JitterReport JitterByRank::finish(const std::vector<GpuTimeline>& timelines, const JitterOptions& opt) {
   JitterReport rep;
-  const int nsteps = steps.count();
-  const size_t nranks = model.ranks.size();
+  const int nsteps = steps_.count();
+  const size_t nranks = model_.ranks.size();
   if (nsteps == 0) {
-    rep.why_not = "no steps were found: " + steps.source;
+    rep.why_not = "no steps were found: " + steps_.source;
     return rep;
   }
-  JitterRun run{model, steps, nranks, nsteps, rep, {}, Slots(model.strings.size()), {}, {}, {}, {}};
-  run.ranks.resize(nranks);
-  parallel_for(nranks, [&](size_t r) { run.ranks[r] = index_rank(timelines[r], steps, r, nsteps); });
+  if (timelines.size() != nranks) throw std::logic_error("jitter: not one GPU timeline per rank");
+  JitterRun run{model_, steps_, nranks, nsteps, rep, std::move(ranks_->index), Slots(model_.strings.size()), {}, {}, {}, {}};
+  parallel_for(nranks, [&](size_t r) {
+    if (run.ranks[r].steps.size() != size_t(nsteps)) run.ranks[r] = index_rank(timelines[r], steps_, r, nsteps);  // no add(r)
+    run.ranks[r].timeline = &timelines[r];  // the one add(r) saw may have moved since
+  });
   if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {
     rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
     return rep;
@@ -762,6 +784,17 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const s
   rep.kernels = slot_summaries(run);
   rep.available = true;
   return rep;
+}
+
+JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const JitterOptions& opt) {
+  return analyze_jitter(model, steps, index_gpu_all(model), opt);
+}
+
+JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
+                            const JitterOptions& opt) {
+  JitterByRank by_rank(model, steps);
+  if (timelines.size() == model.ranks.size()) parallel_for(timelines.size(), [&](size_t r) { by_rank.add(r, timelines[r]); });
+  return by_rank.finish(timelines, opt);
 }
 
 }  // namespace laggard::report

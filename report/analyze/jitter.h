@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,26 @@ struct JitterReport {
 };
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const JitterOptions& options = {});
+
+// The analysis in two parts: each rank's index (its steps' launches, TTKEs, collective arrivals and
+// launch delays) built by add(r, timeline) on whichever thread built that rank's timeline, right
+// after it (index_gpu_all's callback: the rank's records still in that core's cache; issue 29, they
+// were read from memory once more), then the analysis across ranks in finish, from the same timelines.
+class JitterByRank {
+ public:
+  JitterByRank(const RunModel& model, const StepSet& steps);
+  ~JitterByRank();
+  JitterByRank(const JitterByRank&) = delete;
+  JitterByRank& operator=(const JitterByRank&) = delete;
+  void add(size_t r, const GpuTimeline& g);  // any thread; each rank once
+  JitterReport finish(const std::vector<GpuTimeline>& timelines, const JitterOptions& options = {});
+
+ private:
+  struct Ranks;
+  const RunModel& model_;
+  const StepSet& steps_;
+  std::unique_ptr<Ranks> ranks_;
+};
 // The same from timelines already built (index_gpu_all), shared with the breakdown.
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
                             const JitterOptions& options = {});

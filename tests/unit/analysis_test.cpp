@@ -904,6 +904,56 @@ TEST(GpuTimeline, JitterAndBreakdownAreTheSameFromSpansAsFromRecords) {
   }
 }
 
+// Issue 29: the report builds each rank's jitter index as that rank's timeline is built
+// (JitterByRank::add in index_gpu_all's callback, on whichever core built it), then moves the
+// timelines. The analysis is the same as from timelines built first, whichever ranks were added:
+// every cell of the matrix, every rank's summary. A rank without GPU records is among them.
+TEST(Jitter, TheSameWhenEachRanksIndexIsBuiltBesideItsTimeline) {
+  Spec spec;
+  spec.ranks = 6;
+  spec.faults.push_back(Fault{Fault::Kind::slow_gpu, 3, 1.3});
+  RunModel m = synth::make_run(spec);
+  for (CaptureWindow& w : m.ranks[4].windows) w.gpu.clear();
+  const StepSet steps = detect_steps(m, "");
+  ASSERT_EQ(steps.count(), spec.steps);
+  const JitterReport plain = analyze_jitter(m, steps);
+  auto same = [&](const JitterReport& j, const char* how) {
+    ASSERT_TRUE(j.available) << how << ": " << j.why_not;
+    ASSERT_EQ(j.matrix.size(), plain.matrix.size()) << how;
+    for (size_t k = 0; k < j.matrix.size(); ++k)
+      for (size_t r = 0; r < m.ranks.size(); ++r) {
+        const RankStepJitter &a = j.matrix[k][r], &b = plain.matrix[k][r];
+        EXPECT_EQ(a.present, b.present) << how << " step " << k << " rank " << r;
+        EXPECT_EQ(a.end_divergence_ns, b.end_divergence_ns) << how << " step " << k << " rank " << r;
+        EXPECT_EQ(a.duration_excess_ns, b.duration_excess_ns) << how << " step " << k << " rank " << r;
+        EXPECT_EQ(a.arrival_ns, b.arrival_ns) << how << " step " << k << " rank " << r;
+      }
+    ASSERT_EQ(j.ranks.size(), plain.ranks.size()) << how;
+    for (size_t r = 0; r < j.ranks.size(); ++r) {
+      EXPECT_EQ(j.ranks[r].median_launch_delay_ns, plain.ranks[r].median_launch_delay_ns) << how << " rank " << r;
+      EXPECT_EQ(j.ranks[r].median_end_divergence_ns, plain.ranks[r].median_end_divergence_ns) << how << " rank " << r;
+      EXPECT_EQ(j.ranks[r].device, plain.ranks[r].device) << how << " rank " << r;
+    }
+  };
+  {
+    JitterByRank by_rank(m, steps);
+    std::vector<GpuTimeline> timelines = index_gpu_all(m, [&](size_t r, const GpuTimeline& g) { by_rank.add(r, g); });
+    std::vector<GpuTimeline> moved;  // each timeline moved to another place; the old ones left empty
+    for (GpuTimeline& g : timelines) moved.push_back(std::move(g));
+    same(by_rank.finish(moved), "every rank added");
+  }
+  {
+    JitterByRank by_rank(m, steps);
+    std::vector<GpuTimeline> timelines = index_gpu_all(m, [&](size_t r, const GpuTimeline& g) {
+      if (r % 2) by_rank.add(r, g);
+    });
+    same(by_rank.finish(timelines), "every other rank added");
+  }
+  const Analysis a = analyze(spec);
+  ASSERT_TRUE(a.jitter.available);
+  EXPECT_EQ(a.jitter.steps.size(), size_t(spec.steps));
+}
+
 // Issue 29: the breakdown tallies a rank kept in one file's packed array by the reader's labels
 // (name, section, type), each counted once, and the rest record by record. Both give the same
 // report as the records themselves, to the bit: sums by section, by kernel name and by type, and the
