@@ -96,8 +96,8 @@ double first_width(double m) { return std::max(1.0, std::fabs(m) / 32); }
 
 // The next guess: centred on this median; narrower while more than a sixteenth of the values fell
 // inside, wider when the median fell outside. The values inside are selected among: with a quarter
-// as the mark (before issue 29's 2026-11-29 afternoon), a rank's 45,000 launch delays left over
-// 10,000 to select among, each time (the breakdown's launch statistics, 1 % of 960 x 903 x 50).
+// as the mark (before issue 29's 2026-11-29 afternoon), a rank's 45,000 launch delays left 5,600
+// to 11,000 to select among, each time (the breakdown's launch statistics, 1 % of 960 x 903 x 50).
 void update_guess(MedianGuess& g, double m, bool inside, size_t n_inside, size_t n) {
   if (!inside) g.width = std::max(4 * g.width, 2 * std::fabs(m - g.center));
   else if (16 * n_inside > n) g.width /= 2;
