@@ -51,11 +51,17 @@ bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 namespace {
 
-double process_cpu_s() {
+struct ProcessUsage {
+  double cpu_s;
+  long faults;       // minor page faults so far
+  long peak_rss_kb;  // so far
+};
+
+ProcessUsage process_usage() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
   auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
+  return {s(u.ru_utime) + s(u.ru_stime), u.ru_minflt, u.ru_maxrss};
 }
 
 }  // namespace
@@ -68,13 +74,15 @@ StageTimer::StageTimer(std::ostream& out) : out_(out) {
 void StageTimer::next(const std::string& name) {
   if (!on_) return;
   const auto now = ProgressBar::Clock::now();
-  const double cpu = process_cpu_s();
+  const ProcessUsage u = process_usage();
   if (!stage_.empty())
-    out_ << fmt::format("laggard report: stage {}: {:.3f} s wall, {:.3f} s CPU\n", stage_,
-                        std::chrono::duration<double>(now - wall_).count(), cpu - cpu_s_);
+    out_ << fmt::format("laggard report: stage {}: {:.3f} s wall, {:.3f} s CPU, {} page faults, peak {} MiB\n", stage_,
+                        std::chrono::duration<double>(now - wall_).count(), u.cpu_s - cpu_s_, u.faults - faults_,
+                        u.peak_rss_kb / 1024);
   stage_ = name;
   wall_ = now;
-  cpu_s_ = cpu;
+  cpu_s_ = u.cpu_s;
+  faults_ = u.faults;
 }
 
 }  // namespace laggard::cli

@@ -44,7 +44,10 @@ bool stderr_is_terminal();
 // the CPU time (user + sys, all threads) the process spent in it, for benchmarks (bench/scale).
 class StageTimer {
  public:
-  explicit StageTimer(std::ostream& out);  // off unless LAGGARD_STAGE_TIMES is set and not "0"
+  // Off unless LAGGARD_STAGE_TIMES is set and not "0". Each stage's wall and CPU time, the page
+  // faults it took (fresh memory: what a VM charges most for, docs/memory.md) and the process' peak
+  // memory when it ended.
+  explicit StageTimer(std::ostream& out);
   ~StageTimer() { next(""); }
   StageTimer(const StageTimer&) = delete;
   StageTimer& operator=(const StageTimer&) = delete;
@@ -57,6 +60,7 @@ class StageTimer {
   std::string stage_;
   ProgressBar::Clock::time_point wall_{};
   double cpu_s_ = 0;
+  long faults_ = 0;  // the process' minor page faults when the stage began
 };
 
 }  // namespace laggard::cli
