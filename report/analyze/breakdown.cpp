@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "parallel.h"
 #include "stats.h"
@@ -125,6 +126,24 @@ Temporal temporal_in(const Covers& u, int64_t lo, int64_t hi) {
   return t;
 }
 
+// The part of the gap between two activities of a stream (prev, then next by start) inside [lo, hi),
+// as HTA splits idle time: waiting for the host's launch, for a kernel (a short gap), or other.
+[[gnu::always_inline]] inline void add_gap(const GpuSpan& prev, const GpuSpan& next, int64_t lo, int64_t hi,
+                                           int64_t kernel_wait_ns, IdleSplit& s) {
+  int64_t gs = std::max(prev.end_ns, lo), ge = std::min(next.start_ns, hi);
+  if (ge <= gs) return;
+  double gap = double(ge - gs);
+  if (next.api_end_ns && next.api_end_ns > gs) {  // host wait is tested first, as HTA does
+    double host = std::min<double>(double(next.api_end_ns - gs), gap);
+    s.host_wait_ns += host;
+    s.other_ns += gap - host;
+  } else if (next.start_ns - prev.end_ns < kernel_wait_ns) {
+    s.kernel_wait_ns += gap;
+  } else {
+    s.other_ns += gap;
+  }
+}
+
 // The gaps between consecutive activities of each stream, searchable by time.
 class IdleIndex {
  public:
@@ -165,21 +184,6 @@ class IdleIndex {
   }
 
  private:
-  static void add_gap(const GpuSpan& prev, const GpuSpan& next, int64_t lo, int64_t hi, int64_t kernel_wait_ns,
-                      IdleSplit& s) {
-    int64_t gs = std::max(prev.end_ns, lo), ge = std::min(next.start_ns, hi);
-    if (ge <= gs) return;
-    double gap = double(ge - gs);
-    if (next.api_end_ns && next.api_end_ns > gs) {  // host wait is tested first, as HTA does
-      double host = std::min<double>(double(next.api_end_ns - gs), gap);
-      s.host_wait_ns += host;
-      s.other_ns += gap - host;
-    } else if (next.start_ns - prev.end_ns < kernel_wait_ns) {
-      s.kernel_wait_ns += gap;
-    } else {
-      s.other_ns += gap;
-    }
-  }
   struct Stream {
     const GpuTimeline* g;
     size_t first, n;  // its activities by start: by_stream[first, first + n)
@@ -218,6 +222,49 @@ LaunchOrder launch_order(const double* delays, const double* runtimes, size_t n)
 size_t dense(uint32_t id, size_t ids) { return std::min<size_t>(id, ids); }
 
 }  // namespace
+
+// Intervals whose starts and ends both rise (a rank's merged sampled windows; its steps, most often),
+// and the idle split inside each (IdleSplit per interval, out[j] for (*in)[j]).
+struct SplitWithin {
+  const std::vector<Interval>* in;
+  std::vector<IdleSplit> out;
+  size_t first = 0;  // the first interval a gap from here on can reach, on the stream being walked
+};
+
+bool in_order(const std::vector<Interval>& v) {
+  for (size_t j = 1; j < v.size(); ++j)
+    if (v[j].start < v[j - 1].start || v[j].end < v[j - 1].end) return false;
+  return true;
+}
+
+// The idle split inside every interval of every list, in one walk over each stream's gaps (issue 29:
+// the breakdown walked them once for the sampled windows and once more for the steps, through an
+// index built to find a range's first gap). A gap that is not empty begins at or after the end of
+// the one before it (its predecessor by start ends no earlier than it starts), so each list's first
+// interval a gap can reach only moves forward; with the ends in order too, every interval looked at
+// from there holds part of the gap. Each interval gets its gaps stream by stream, in start order, as
+// IdleIndex::split adds them: the same sums.
+void split_within(const GpuTimeline& g, int64_t kernel_wait_ns, SplitWithin* lists, size_t nlists) {
+  for (size_t l = 0; l < nlists; ++l) lists[l].out.assign(lists[l].in->size(), IdleSplit{});
+  for (size_t st = 0; st + 1 < g.stream_starts.size(); ++st) {
+    const size_t first = g.stream_starts[st], last = g.stream_starts[st + 1];
+    if (last - first < 2) continue;
+    for (size_t l = 0; l < nlists; ++l) lists[l].first = 0;
+    GpuSpan prev = g.at(g.by_stream[first]);
+    for (size_t i = first + 1; i < last; ++i) {
+      const GpuSpan next = g.at(g.by_stream[i]);
+      if (prev.end_ns < next.start_ns)
+        for (size_t l = 0; l < nlists; ++l) {
+          SplitWithin& w = lists[l];
+          const std::vector<Interval>& v = *w.in;
+          while (w.first < v.size() && v[w.first].end <= prev.end_ns) ++w.first;
+          for (size_t j = w.first; j < v.size() && v[j].start < next.start_ns; ++j)
+            add_gap(prev, next, v[j].start, v[j].end, kernel_wait_ns, w.out[j]);
+        }
+      prev = next;
+    }
+  }
+}
 
 // What BreakdownByRank::Parts holds, so outside the anonymous namespace (-Wsubobject-linkage).
 namespace breakdown_parts {
@@ -394,16 +441,21 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   rb.launch.median_runtime_ns = order.median_runtime;
 }
 
-std::vector<StepIdle> step_idle(const GpuTimeline& g, const Covers& covers, const IdleIndex& idle,
+// steps_split: the idle split inside each step, or empty where the steps' starts or ends do not rise
+// (then each step's gaps are looked up on their own).
+std::vector<StepIdle> step_idle(const GpuTimeline& g, const Covers& covers, const std::vector<IdleSplit>& steps_split,
                                 const std::vector<Step>& steps, int nsteps, const BreakdownOptions& opt) {
   std::vector<StepIdle> out(nsteps);
+  std::optional<IdleIndex> idle;
   for (int k = 0; k < nsteps; ++k) {
     const Step& st = steps[k];
     const double len = double(st.end_ns - st.start_ns);
     auto [first, last] = g.launched_in(st);
     if (len <= 0 || first == last) continue;
     const Temporal t = temporal_in(covers, st.start_ns, st.end_ns);
-    out[k] = {true, t.idle_ns / len, idle.split(st.start_ns, st.end_ns, opt.kernel_wait_ns).host_wait_ns / len};
+    if (steps_split.empty() && !idle) idle.emplace(g);
+    const IdleSplit split = steps_split.empty() ? idle->split(st.start_ns, st.end_ns, opt.kernel_wait_ns) : steps_split[k];
+    out[k] = {true, t.idle_ns / len, split.host_wait_ns / len};
   }
   return out;
 }
@@ -415,15 +467,18 @@ RankPart analyze_rank(const RunModel& model, const GpuTimeline& g, size_t r, con
   part.rb.rank = model.ranks[r].rank;
   part.rb.host = model.ranks[r].host;
   const Covers covers = covers_of(g);
-  const IdleIndex idle(g);
-  for (const Interval& span : g.sampled) {
-    part.rb.temporal += temporal_in(covers, span.start, span.end);
-    part.rb.idle += idle.split(span.start, span.end, opt.kernel_wait_ns);
+  std::vector<Interval> step_spans;
+  for (int k = 0; k < nsteps; ++k) step_spans.push_back({steps.per_rank[r][k].start_ns, steps.per_rank[r][k].end_ns});
+  SplitWithin within[2] = {{&g.sampled, {}}, {&step_spans, {}}};
+  split_within(g, opt.kernel_wait_ns, within, in_order(step_spans) ? 2 : 1);  // g.sampled is merged: in order
+  for (size_t j = 0; j < g.sampled.size(); ++j) {
+    part.rb.temporal += temporal_in(covers, g.sampled[j].start, g.sampled[j].end);
+    part.rb.idle += within[0].out[j];
   }
   const double comm = double(length(covers.comm.intervals()));
   if (comm > 0) part.rb.overlap = double(length(intersect(covers.comm.intervals(), covers.compute.intervals()))) / comm;
   count_types(model, g, opt, part);
-  if (nsteps > 0) part.steps = step_idle(g, covers, idle, steps.per_rank[r], nsteps, opt);
+  if (nsteps > 0) part.steps = step_idle(g, covers, within[1].out, steps.per_rank[r], nsteps, opt);
   return part;
 }
 

@@ -1024,6 +1024,96 @@ TEST(Breakdown, ARankInOnePackedArrayIsTalliedAsItsRecords) {
   EXPECT_GT(types.size(), 1u);
 }
 
+// Issue 29: the breakdown splits the idle time inside the sampled windows and inside each step in one
+// walk over each stream's gaps (breakdown.cpp, split_within). Each range's split is still the one
+// split_idle finds for that range alone, to the bit: two devices' streams, gaps across a step's end,
+// across windows and across several steps, a kernel running on past the next ones of its stream,
+// launch calls ending inside gaps (host wait), short gaps (kernel wait), an empty step, and steps out
+// of order (then each step's gaps are looked up on their own). A kernel that runs past a step's end
+// while shorter ones start after it on its stream leaves gaps inside that step after an empty one.
+TEST(Breakdown, IdleInsideEachWindowAndStepIsThatRangesOwnSplit) {
+  for (const bool overlapping : {false, true}) {
+    RunModel m;
+    RankData r;
+    std::mt19937_64 rng(29);
+    auto uniform = [&](int64_t lo, int64_t hi) { return lo + int64_t(rng() % uint64_t(hi - lo)); };
+    const int64_t window_starts[] = {0, 1'000'000, 2'500'000};  // the last one after a pause: two merged spans
+    for (int64_t w0 : window_starts) {
+      CaptureWindow w;
+      w.start_ns = w0;
+      w.end_ns = w0 + 1'000'000;
+      w.gpu_sampled = true;
+      for (uint32_t stream : {7u, 9u}) {
+        int64_t t = w0 + uniform(0, 20'000);
+        for (int i = 0; i < 40; ++i) {
+          GpuActivity a;
+          a.device = int(stream == 9);
+          a.stream = stream;
+          a.name = uint32_t(i % 5);
+          a.start_ns = t;
+          a.end_ns = t + (i == 11 ? 150'000 : uniform(1'000, 20'000));  // i == 11 runs past the next ones
+          const int64_t gap = uniform(0, 3) == 0 ? uniform(0, 20'000) : uniform(20'000, 60'000);
+          if (i % 3 == 0) {  // the launch returned inside the gap before it: host wait
+            a.api_end_ns = t - uniform(0, gap + 1);
+            a.api_start_ns = a.api_end_ns - 2'000;
+          } else if (i % 3 == 1) {
+            a.api_start_ns = t - 900'000;
+            a.api_end_ns = a.api_start_ns + 3'000;
+          }
+          w.gpu.push_back(a);
+          t = std::max(t + 1, a.end_ns - (i == 11 ? 140'000 : 0)) + gap;
+        }
+      }
+      if (w0 == 0) {  // a third stream: 250-450 us, then two kernels with a host wait between them
+        GpuActivity a;
+        a.stream = 11;
+        a.start_ns = 250'000, a.end_ns = 450'000;
+        w.gpu.push_back(a);
+        a.start_ns = 255'000, a.end_ns = 260'000;
+        w.gpu.push_back(a);
+        a.start_ns = 270'000, a.end_ns = 280'000;
+        a.api_start_ns = 262'000, a.api_end_ns = 266'000;
+        w.gpu.push_back(a);
+      }
+      r.windows.push_back(std::move(w));
+    }
+    m.ranks.push_back(std::move(r));
+    StepSet steps;
+    steps.per_rank.resize(1);
+    const std::pair<int64_t, int64_t> spans[] = {{50'000, 300'000},    {300'000, 1'200'000},  {1'200'000, 1'200'000},
+                                                 {1'500'000, 3'000'000}, {3'000'000, 3'300'000}};
+    for (const auto& [lo, hi] : spans) steps.per_rank[0].push_back(Step{int(steps.per_rank[0].size()), lo, hi});
+    if (overlapping) std::swap(steps.per_rank[0][0], steps.per_rank[0][1]);  // out of order, then the first ends last
+    const BreakdownOptions opt;
+    const BreakdownReport b = analyze_breakdown(m, steps, opt);
+    ASSERT_TRUE(b.available) << b.why_not;
+    const GpuTimeline g = index_gpu(m.ranks[0]);
+    ASSERT_EQ(g.sampled.size(), 2u);
+    IdleSplit want;
+    for (const Interval& span : g.sampled) want += split_idle(g, span.start, span.end, opt.kernel_wait_ns);
+    EXPECT_GT(want.host_wait_ns, 0);
+    EXPECT_GT(want.kernel_wait_ns, 0);
+    EXPECT_GT(want.other_ns, 0);
+    ASSERT_EQ(b.ranks.size(), 1u);
+    EXPECT_EQ(b.ranks[0].idle.host_wait_ns, want.host_wait_ns) << overlapping;
+    EXPECT_EQ(b.ranks[0].idle.kernel_wait_ns, want.kernel_wait_ns) << overlapping;
+    EXPECT_EQ(b.ranks[0].idle.other_ns, want.other_ns) << overlapping;
+    ASSERT_EQ(b.steps.size(), 4u) << overlapping;  // the empty step has no share
+    size_t with_host_wait = 0;
+    for (const StepBreakdown& sb : b.steps) {
+      const auto it = std::find_if(steps.per_rank[0].begin(), steps.per_rank[0].end(),
+                                   [&](const Step& x) { return x.index == sb.step; });
+      ASSERT_NE(it, steps.per_rank[0].end());
+      const Step& st = *it;
+      const double len = double(st.end_ns - st.start_ns);
+      const double host_wait = split_idle(g, st.start_ns, st.end_ns, opt.kernel_wait_ns).host_wait_ns;
+      EXPECT_EQ(sb.median_host_wait_share, host_wait / len) << "step " << sb.step << ", overlapping " << overlapping;
+      with_host_wait += host_wait > 0;
+    }
+    EXPECT_EQ(with_host_wait, 4u);
+  }
+}
+
 // The GPU time by kind is the union of the activities' intervals (compute, then communication, then
 // memory, overlaps counted once) whether their starts rise in launch order (merged as they come) or
 // not (two streams: gathered and merged at the end). Random activities, touching, empty and
