@@ -468,7 +468,8 @@ RankPart analyze_rank(const RunModel& model, const GpuTimeline& g, size_t r, con
   part.rb.host = model.ranks[r].host;
   const Covers covers = covers_of(g);
   std::vector<Interval> step_spans;
-  for (int k = 0; k < nsteps; ++k) step_spans.push_back({steps.per_rank[r][k].start_ns, steps.per_rank[r][k].end_ns});
+  if (g.size() > 1)  // else no gap, in any step (a rank of summaries: 10,000 of them need no list each)
+    for (int k = 0; k < nsteps; ++k) step_spans.push_back({steps.per_rank[r][k].start_ns, steps.per_rank[r][k].end_ns});
   SplitWithin within[2] = {{&g.sampled, {}}, {&step_spans, {}}};
   split_within(g, opt.kernel_wait_ns, within, in_order(step_spans) ? 2 : 1);  // g.sampled is merged: in order
   for (size_t j = 0; j < g.sampled.size(); ++j) {

@@ -745,7 +745,7 @@ struct JitterByRank::Ranks {
 };
 
 JitterByRank::JitterByRank(const RunModel& model, const StepSet& steps)
-    : model_(model), steps_(steps), ranks_(std::make_unique<Ranks>()) {
+    : model_(model), steps_(steps), nsteps_(steps.count()), ranks_(std::make_unique<Ranks>()) {
   ranks_->index.resize(model.ranks.size());
 }
 
@@ -753,12 +753,12 @@ JitterByRank::~JitterByRank() = default;
 
 void JitterByRank::add(size_t r, const GpuTimeline& g) {
   if (g.previous.size() != g.size()) throw std::logic_error("jitter: a GPU timeline without stream predecessors");
-  if (steps_.count() > 0) ranks_->index.at(r) = index_rank(g, steps_, r, steps_.count());
+  if (nsteps_ > 0) ranks_->index.at(r) = index_rank(g, steps_, r, nsteps_);
 }
 
 JitterReport JitterByRank::finish(const std::vector<GpuTimeline>& timelines, const JitterOptions& opt) {
   JitterReport rep;
-  const int nsteps = steps_.count();
+  const int nsteps = nsteps_;
   const size_t nranks = model_.ranks.size();
   if (nsteps == 0) {
     rep.why_not = "no steps were found: " + steps_.source;

@@ -124,6 +124,7 @@ class JitterByRank {
   struct Ranks;
   const RunModel& model_;
   const StepSet& steps_;
+  const int nsteps_;  // steps.count(), which looks at every rank: once, not once a rank
   std::unique_ptr<Ranks> ranks_;
 };
 // The same from timelines already built (index_gpu_all), shared with the breakdown.
