@@ -194,35 +194,6 @@ class IdleIndex {
   std::vector<Stream> streams_;
 };
 
-// Where the p-th percentile lies among n sorted values (nearest rank).
-size_t percentile_rank(size_t n, double p) {
-  const size_t i = static_cast<size_t>(std::ceil(p * double(n)));
-  return std::min(n - 1, i ? i - 1 : 0);
-}
-
-// The launch statistics' order statistics of one rank, each found from where the last rank's was
-// on this thread (ranks' launch delays are alike; the values are exact whatever the guess).
-struct LaunchOrder {
-  double median_delay = 0, p95_delay = 0, median_runtime = 0;
-};
-
-LaunchOrder launch_order(const double* delays, const double* runtimes, size_t n) {
-  thread_local MedianGuess median_delay, p95_delay, median_runtime;
-  LaunchOrder o;
-  auto of = [](const double* v) { return [v](size_t i) { return v[i]; }; };
-  if (n) {
-    o.median_delay = median_guessed(n, of(delays), median_delay);
-    o.p95_delay = kth_guessed(n, of(delays), percentile_rank(n, 0.95), p95_delay);
-  }
-  o.median_runtime = median_guessed(n, of(runtimes), median_runtime);
-  return o;
-}
-
-// A string id as an index into dense per-id arrays (kNone: the last one).
-size_t dense(uint32_t id, size_t ids) { return std::min<size_t>(id, ids); }
-
-}  // namespace
-
 // Intervals whose starts and ends both rise (a rank's merged sampled windows; its steps, most often),
 // and the idle split inside each (IdleSplit per interval, out[j] for (*in)[j]).
 struct SplitWithin {
@@ -265,6 +236,35 @@ void split_within(const GpuTimeline& g, int64_t kernel_wait_ns, SplitWithin* lis
     }
   }
 }
+
+// Where the p-th percentile lies among n sorted values (nearest rank).
+size_t percentile_rank(size_t n, double p) {
+  const size_t i = static_cast<size_t>(std::ceil(p * double(n)));
+  return std::min(n - 1, i ? i - 1 : 0);
+}
+
+// The launch statistics' order statistics of one rank, each found from where the last rank's was
+// on this thread (ranks' launch delays are alike; the values are exact whatever the guess).
+struct LaunchOrder {
+  double median_delay = 0, p95_delay = 0, median_runtime = 0;
+};
+
+LaunchOrder launch_order(const double* delays, const double* runtimes, size_t n) {
+  thread_local MedianGuess median_delay, p95_delay, median_runtime;
+  LaunchOrder o;
+  auto of = [](const double* v) { return [v](size_t i) { return v[i]; }; };
+  if (n) {
+    o.median_delay = median_guessed(n, of(delays), median_delay);
+    o.p95_delay = kth_guessed(n, of(delays), percentile_rank(n, 0.95), p95_delay);
+  }
+  o.median_runtime = median_guessed(n, of(runtimes), median_runtime);
+  return o;
+}
+
+// A string id as an index into dense per-id arrays (kNone: the last one).
+size_t dense(uint32_t id, size_t ids) { return std::min<size_t>(id, ids); }
+
+}  // namespace
 
 // What BreakdownByRank::Parts holds, so outside the anonymous namespace (-Wsubobject-linkage).
 namespace breakdown_parts {

@@ -751,9 +751,17 @@ JitterByRank::JitterByRank(const RunModel& model, const StepSet& steps)
 
 JitterByRank::~JitterByRank() = default;
 
-void JitterByRank::add(size_t r, const GpuTimeline& g) {
+namespace {
+
+RankIndex checked_index(const GpuTimeline& g, const StepSet& steps, size_t r, int nsteps) {
   if (g.previous.size() != g.size()) throw std::logic_error("jitter: a GPU timeline without stream predecessors");
-  if (nsteps_ > 0) ranks_->index.at(r) = index_rank(g, steps_, r, nsteps_);
+  return index_rank(g, steps, r, nsteps);
+}
+
+}  // namespace
+
+void JitterByRank::add(size_t r, const GpuTimeline& g) {
+  if (nsteps_ > 0) ranks_->index.at(r) = checked_index(g, steps_, r, nsteps_);
 }
 
 JitterReport JitterByRank::finish(const std::vector<GpuTimeline>& timelines, const JitterOptions& opt) {
@@ -767,7 +775,7 @@ JitterReport JitterByRank::finish(const std::vector<GpuTimeline>& timelines, con
   if (timelines.size() != nranks) throw std::logic_error("jitter: not one GPU timeline per rank");
   JitterRun run{model_, steps_, nranks, nsteps, rep, std::move(ranks_->index), Slots(model_.strings.size()), {}, {}, {}, {}};
   parallel_for(nranks, [&](size_t r) {
-    if (run.ranks[r].steps.size() != size_t(nsteps)) run.ranks[r] = index_rank(timelines[r], steps_, r, nsteps);  // no add(r)
+    if (run.ranks[r].steps.size() != size_t(nsteps)) run.ranks[r] = checked_index(timelines[r], steps_, r, nsteps);  // no add(r)
     run.ranks[r].timeline = &timelines[r];  // the one add(r) saw may have moved since
   });
   if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {

@@ -107,6 +107,10 @@ struct JitterReport {
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const JitterOptions& options = {});
 
+// The same from timelines already built (index_gpu_all), shared with the breakdown.
+JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
+                            const JitterOptions& options = {});
+
 // The analysis in two parts: each rank's index (its steps' launches, TTKEs, collective arrivals and
 // launch delays) built by add(r, timeline) on whichever thread built that rank's timeline, right
 // after it (index_gpu_all's callback: the rank's records still in that core's cache; issue 29, they
@@ -127,8 +131,5 @@ class JitterByRank {
   const int nsteps_;  // steps.count(), which looks at every rank: once, not once a rank
   std::unique_ptr<Ranks> ranks_;
 };
-// The same from timelines already built (index_gpu_all), shared with the breakdown.
-JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
-                            const JitterOptions& options = {});
 
 }  // namespace laggard::report
