@@ -745,7 +745,10 @@ struct JitterByRank::Ranks {
 };
 
 JitterByRank::JitterByRank(const RunModel& model, const StepSet& steps)
-    : model_(model), steps_(steps), nsteps_(steps.count()), ranks_(std::make_unique<Ranks>()) {
+    : model_(model),
+      steps_(steps),
+      nsteps_(steps.per_rank.size() == model.ranks.size() ? steps.count() : 0),  // as the breakdown's
+      ranks_(std::make_unique<Ranks>()) {
   ranks_->index.resize(model.ranks.size());
 }
 

@@ -128,7 +128,7 @@ class JitterByRank {
   struct Ranks;
   const RunModel& model_;
   const StepSet& steps_;
-  const int nsteps_;  // steps.count(), which looks at every rank: once, not once a rank
+  const int nsteps_;  // steps.count() (it looks at every rank: once, not once a rank); 0 unless every rank has steps
   std::unique_ptr<Ranks> ranks_;
 };
 

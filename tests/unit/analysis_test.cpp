@@ -273,6 +273,21 @@ TEST(Breakdown, TemporalSharesAddUp) {
   EXPECT_EQ(a.breakdown.hosts.size(), 2u);
 }
 
+// Steps for fewer ranks than the run has (a StepSet made elsewhere than detect_steps): the jitter
+// analysis says it has no steps to compare, as the breakdown counts none, instead of reading past the
+// list for the ranks without steps.
+TEST(Jitter, StepsForFewerRanksThanTheRunHasAreNoSteps) {
+  Spec spec;
+  spec.ranks = 4;
+  RunModel m = synth::make_run(spec);
+  StepSet steps = detect_steps(m, "");
+  ASSERT_GT(steps.count(), 0);
+  steps.per_rank.pop_back();
+  const JitterReport j = analyze_jitter(m, steps);
+  EXPECT_FALSE(j.available);
+  EXPECT_NE(j.why_not.find("no steps"), std::string::npos) << j.why_not;
+}
+
 TEST(Breakdown, NoGpuRecordsSaysWhy) {
   RunModel m;
   m.ranks.push_back(RankData{});
