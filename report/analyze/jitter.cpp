@@ -803,9 +803,7 @@ JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const J
 
 JitterReport analyze_jitter(const RunModel& model, const StepSet& steps, const std::vector<GpuTimeline>& timelines,
                             const JitterOptions& opt) {
-  JitterByRank by_rank(model, steps);
-  if (timelines.size() == model.ranks.size()) parallel_for(timelines.size(), [&](size_t r) { by_rank.add(r, timelines[r]); });
-  return by_rank.finish(timelines, opt);
+  return JitterByRank(model, steps).finish(timelines, opt);  // finish indexes every rank add() did not see
 }
 
 }  // namespace laggard::report
