@@ -537,6 +537,136 @@ TEST(Jitter, EachStepsFinalTtkeIsItsKernelsGapsAndLengths) {
   }
 }
 
+// Steps in which every present rank launched the same kernel positions in the same order (jitter.cpp
+// takes their medians position by position, group_in_one_order, and the TTKE medians 16 positions at
+// a time, ttke_medians_through), between steps that are not: a rank's kernels swapped (two steps running),
+// a kernel fewer, a kernel no rank had before, and a rank that launched nothing in a step. With 40
+// kernels a step, medians and the worst rank's first divergence (after the 16th position in the slow
+// steps) cross those blocks. Every cell's excesses, every step's worst rank and first diverging
+// kernel, and every position's section, against a plain computation from the records.
+TEST(Jitter, StepsInOneOrderGiveTheMediansOfAPlainComputation) {
+  Spec spec;
+  spec.kernels.clear();
+  for (int i = 0; i < 40; ++i)
+    spec.kernels.push_back({i % 7 == 3 ? "repeated" : "k" + std::to_string(i), i < 20 ? "forward" : "backward",
+                            20'000 + 3'000 * (i % 5)});
+  spec.faults.push_back({Fault::Kind::slow_gpu, 3, 1.5, 0, "backward", 4, 9});
+  RunModel m = synth::make_run(spec);
+  const StepSet steps = detect_steps(m, "");
+  ASSERT_EQ(steps.count(), spec.steps);
+  const size_t nranks = m.ranks.size();
+  auto launch = [](const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; };
+  auto step_kernels = [&](size_t r, int k) {  // the step's activities in launch order
+    std::vector<GpuActivity*> out;
+    const Step& st = steps.per_rank[r][k];
+    for (CaptureWindow& w : m.ranks[r].windows)
+      for (GpuActivity& a : w.gpu)
+        if (launch(a) >= st.start_ns && launch(a) < st.end_ns) out.push_back(&a);
+    std::stable_sort(out.begin(), out.end(), [&](const GpuActivity* a, const GpuActivity* b) { return launch(*a) < launch(*b); });
+    return out;
+  };
+  auto erase = [&](size_t r, const std::vector<GpuActivity*>& gone) {
+    for (CaptureWindow& w : m.ranks[r].windows)
+      std::erase_if(w.gpu, [&](const GpuActivity& a) { return std::find(gone.begin(), gone.end(), &a) != gone.end(); });
+  };
+  for (int k : {12, 13}) {
+    std::vector<GpuActivity*> s = step_kernels(5, k);
+    std::swap(s[0]->name, s[1]->name);
+  }
+  erase(2, {step_kernels(2, 15)[7]});
+  erase(6, step_kernels(6, 18));
+  step_kernels(1, 20)[30]->name = m.strings.intern("first_seen_in_step_20");
+
+  // The plain computation: per rank and step, each kernel's (name, occurrence), length, idle time
+  // before it on its stream (0 for NCCL kernels) and TTKE, in launch order.
+  using Key = std::pair<uint32_t, int>;
+  struct Seen {
+    Key key;
+    double dur, gap, ttke;
+    bool nccl;
+    size_t pos;
+  };
+  std::vector<std::vector<std::vector<Seen>>> seen(nranks, std::vector<std::vector<Seen>>(spec.steps));
+  for (size_t r = 0; r < nranks; ++r) {
+    std::vector<const GpuActivity*> acts;
+    for (const CaptureWindow& w : m.ranks[r].windows)
+      for (const GpuActivity& a : w.gpu) acts.push_back(&a);
+    std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) {
+      return std::tie(a->device, a->stream, a->start_ns) < std::tie(b->device, b->stream, b->start_ns);
+    });
+    std::map<const GpuActivity*, double> gap;
+    for (size_t i = 0; i < acts.size(); ++i) {
+      const bool same_stream = i && acts[i - 1]->device == acts[i]->device && acts[i - 1]->stream == acts[i]->stream;
+      gap[acts[i]] = acts[i]->nccl || !same_stream ? 0 : std::max<double>(0, double(acts[i]->start_ns - acts[i - 1]->end_ns));
+    }
+    for (int k = 0; k < spec.steps; ++k) {
+      std::map<uint32_t, int> count;
+      double ttke = 0;
+      for (const GpuActivity* a : step_kernels(r, k)) {
+        const double dur = double(a->end_ns - a->start_ns);
+        if (!a->nccl) ttke += gap[a] + dur;
+        seen[r][k].push_back({{a->name, count[a->name]++}, dur, gap[a], ttke, a->nccl, seen[r][k].size()});
+      }
+    }
+  }
+  const JitterReport j = analyze_jitter(m, steps);
+  ASSERT_TRUE(j.available) << j.why_not;
+  ASSERT_EQ(j.steps.size(), size_t(spec.steps));
+  int past_the_first_block = 0, none = 0;
+  for (int k = 0; k < spec.steps; ++k) {
+    std::map<Key, std::vector<double>> durs, gaps, ttkes, poss;
+    std::vector<size_t> present;
+    std::vector<double> finals;
+    for (size_t r = 0; r < nranks; ++r) {
+      if (seen[r][k].empty()) continue;
+      present.push_back(r);
+      finals.push_back(seen[r][k].back().ttke);
+      for (const Seen& x : seen[r][k]) {
+        durs[x.key].push_back(x.dur);
+        gaps[x.key].push_back(x.gap);
+        ttkes[x.key].push_back(x.ttke);
+        poss[x.key].push_back(double(x.pos));
+      }
+    }
+    ASSERT_EQ(present.size(), k == 18 ? nranks - 1 : nranks);
+    for (size_t r : present) {
+      double de = 0, ge = 0;
+      for (const Seen& x : seen[r][k]) {
+        de += x.nccl ? 0 : x.dur - median(durs[x.key]);
+        ge += x.gap - median(gaps[x.key]);
+      }
+      EXPECT_NEAR(j.matrix[k][r].duration_excess_ns, de, 1e-6) << "step " << k << " rank " << r;
+      EXPECT_NEAR(j.matrix[k][r].gap_excess_ns, ge, 1e-6) << "step " << k << " rank " << r;
+    }
+    const double median_final = median(finals);
+    size_t worst = present[0];
+    for (size_t r : present)
+      if (seen[r][k].back().ttke - median_final > seen[worst][k].back().ttke - median_final) worst = r;
+    EXPECT_EQ(j.steps[k].worst_rank, m.ranks[worst].rank) << "step " << k;
+    std::vector<Key> order;  // every position of the step, by key, then by median launch position
+    for (const auto& [key, v] : durs) order.push_back(key);
+    std::stable_sort(order.begin(), order.end(), [&](const Key& a, const Key& b) { return median(poss[a]) < median(poss[b]); });
+    int first = -1;
+    std::string kernel;
+    for (size_t i = 0; i < order.size() && first < 0; ++i)
+      for (const Seen& x : seen[worst][k])
+        if (x.key == order[i] && x.ttke - median(ttkes[x.key]) > j.divergence_threshold_ns) {
+          first = static_cast<int>(i);
+          kernel = m.strings.at(x.key.first);
+        }
+    EXPECT_EQ(j.steps[k].first_diverging_slot, first) << "step " << k;
+    EXPECT_EQ(j.steps[k].first_diverging_kernel, kernel) << "step " << k;
+    past_the_first_block += first >= 16;
+    none += first < 0;
+  }
+  EXPECT_GT(past_the_first_block, 0);  // TTKE medians carried over from one block of positions to the next
+  EXPECT_GT(none, 0);                  // and every position's asked for
+  for (const KernelSlotStats& ks : j.kernels) {
+    const auto spec_kernel = std::find_if(spec.kernels.begin(), spec.kernels.end(), [&](const auto& x) { return x.name == ks.name; });
+    if (spec_kernel != spec.kernels.end() && ks.name != "repeated") EXPECT_EQ(ks.section, spec_kernel->section) << ks.name;
+  }
+}
+
 TEST(Verdict, RobustZ) {
   EXPECT_NEAR(robust_z(10, {1, 2, 3, 4, 5}), (10 - 3) / 1.4826, 1e-9);
   EXPECT_EQ(robust_z(3, {3, 3, 3}), 0);
