@@ -67,24 +67,27 @@ struct NewPosition {
   int occurrence;  // n-th launch of that name in the step
 };
 
-// The launch-to-start delays gathered from every step (delays < 0 are unknown, as in the
-// per-kernel Obs), summed up.
-void summarize_launch_delays(RankIndex& x, std::vector<double>& delays) {
-  std::erase_if(delays, [](double d) { return d < 0; });
-  size_t near_zero = 0;
-  for (double d : delays) near_zero += d < 10'000;
-  x.near_zero_delay_share = delays.empty() ? 0 : double(near_zero) / double(delays.size());
+// What scan_records finds in a rank's records, besides each step's final TTKE.
+struct ScannedRecords {
+  std::vector<std::pair<int64_t, int64_t>> nccl_by_start;  // the rank's NCCL kernels' (start, end)
+  std::vector<size_t> first_nccl;  // per step: the position of its first NCCL kernel, or its range's end
+  std::vector<double> delays;      // the steps' kernels' launch-to-start delays; those < 0 are unknown, left out
+  size_t near_zero = 0;            // of the delays, those under 10 us
+};
+
+// The launch-to-start delays gathered from every step, summed up.
+void summarize_launch_delays(RankIndex& x, const ScannedRecords& scanned) {
+  const std::vector<double>& delays = scanned.delays;
+  x.near_zero_delay_share = delays.empty() ? 0 : double(scanned.near_zero) / double(delays.size());
   thread_local MedianGuess guess;  // from the last rank on this thread: ranks' delays are alike
   x.median_delay_ns = median_guessed(delays.size(), [&](size_t i) { return delays[i]; }, guess);
 }
 
-// The step's first NCCL kernel, seen from the rank's previous sync point. nccl_by_start: the
-// rank's NCCL kernels' (start, end), by start.
+// The step's first NCCL kernel (at `at`; the range's end: none), seen from the rank's previous sync
+// point. nccl_by_start: the rank's NCCL kernels' (start, end), by start.
 CollectiveArrival arrival_of(const RankIndex& x, const std::vector<std::pair<int64_t, int64_t>>& nccl_by_start,
-                             std::pair<size_t, size_t> range) {
+                             std::pair<size_t, size_t> range, size_t at) {
   CollectiveArrival out;
-  size_t at = range.first;
-  while (at < range.second && !x.timeline->at(at).nccl) ++at;
   if (at == range.second) return out;
   const GpuSpan first = x.timeline->at(at);
   auto it = std::lower_bound(nccl_by_start.begin(), nccl_by_start.end(), first.start_ns,
@@ -103,11 +106,22 @@ double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
   return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
-// A kernel's part of its step's final TTKE (NCCL kernels left out), and its launch delay into `delays`.
-[[gnu::always_inline]] inline double add_to_step(const GpuTimeline& t, size_t i, const GpuSpan& a,
-                                                 std::vector<double>& delays) {
-  if (a.api_end_ns) delays.push_back(double(a.start_ns - a.api_end_ns));
-  return a.nccl ? 0 : gap_before(a, t.previous_of(i)) + double(a.end_ns - a.start_ns);
+// Record i, launched in step k: its part of the step's final TTKE (NCCL kernels left out), added to
+// it; its launch delay; the step's first NCCL kernel when it is that.
+[[gnu::always_inline]] inline void add_to_step(RankIndex& x, size_t k, size_t i, const GpuSpan& a,
+                                               ScannedRecords& scanned) {
+  if (a.api_end_ns) {
+    const double delay = double(a.start_ns - a.api_end_ns);
+    if (delay >= 0) {
+      scanned.delays.push_back(delay);
+      scanned.near_zero += delay < 10'000;
+    }
+  }
+  if (a.nccl) {
+    if (scanned.first_nccl[k] == x.steps[k].second) scanned.first_nccl[k] = i;
+    return;
+  }
+  x.final_ttke[k] += gap_before(a, x.timeline->previous_of(i)) + double(a.end_ns - a.start_ns);
 }
 
 // The steps' launches follow each other (each range begins at or after the one before ends): the
@@ -118,26 +132,28 @@ bool ranges_in_order(const std::vector<std::pair<size_t, size_t>>& ranges) {
   return true;
 }
 
-// The rank's NCCL kernels' (start, end), each step's final TTKE (time to kernel end, NCCL kernels
-// left out) and its kernels' launch delays, in one pass over the records where the steps follow each
-// other (issue 29: the NCCL kernels were a pass of their own over every record), else step by step.
-// The sums are added in launch order either way: the same doubles.
-void scan_records(RankIndex& x, std::vector<std::pair<int64_t, int64_t>>& nccl_by_start, std::vector<double>& delays) {
+// The rank's NCCL kernels, each step's final TTKE (time to kernel end, NCCL kernels left out), its
+// first NCCL kernel and its kernels' launch delays, in one pass over the records where the steps
+// follow each other (issue 29: the NCCL kernels, and each step's first one, were passes of their own
+// over every record), else step by step. The sums are added in launch order either way: the same doubles.
+void scan_records(RankIndex& x, ScannedRecords& scanned) {
   const GpuTimeline& t = *x.timeline;
   x.final_ttke.assign(x.steps.size(), 0);
+  scanned.first_nccl.resize(x.steps.size());
+  for (size_t k = 0; k < x.steps.size(); ++k) scanned.first_nccl[k] = x.steps[k].second;
   if (!ranges_in_order(x.steps)) {
     for (size_t i = 0; i < t.size(); ++i)
-      if (const GpuSpan a = t.at(i); a.nccl) nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+      if (const GpuSpan a = t.at(i); a.nccl) scanned.nccl_by_start.emplace_back(a.start_ns, a.end_ns);
     for (size_t k = 0; k < x.steps.size(); ++k)
-      for (size_t i = x.steps[k].first; i < x.steps[k].second; ++i) x.final_ttke[k] += add_to_step(t, i, t.at(i), delays);
+      for (size_t i = x.steps[k].first; i < x.steps[k].second; ++i) add_to_step(x, k, i, t.at(i), scanned);
     return;
   }
   size_t k = 0;  // the first step whose launches do not end before record i
   for (size_t i = 0; i < t.size(); ++i) {
     const GpuSpan a = t.at(i);
-    if (a.nccl) nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+    if (a.nccl) scanned.nccl_by_start.emplace_back(a.start_ns, a.end_ns);
     while (k < x.steps.size() && x.steps[k].second <= i) ++k;
-    if (k < x.steps.size() && i >= x.steps[k].first) x.final_ttke[k] += add_to_step(t, i, a, delays);
+    if (k < x.steps.size() && i >= x.steps[k].first) add_to_step(x, k, i, a, scanned);
   }
 }
 
@@ -146,15 +162,16 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
   x.timeline = &timeline;
   x.steps.reserve(nsteps);
   for (int k = 0; k < nsteps; ++k) x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
-  std::vector<std::pair<int64_t, int64_t>> nccl_by_start;
-  std::vector<double> delays;
-  delays.reserve(timeline.size());  // sized once, as the breakdown's
-  scan_records(x, nccl_by_start, delays);
+  ScannedRecords scanned;
+  scanned.delays.reserve(timeline.size());  // sized once, as the breakdown's
+  scan_records(x, scanned);
   // By start only, as when these were pointers: the same permutation, ties included.
-  std::sort(nccl_by_start.begin(), nccl_by_start.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(scanned.nccl_by_start.begin(), scanned.nccl_by_start.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   x.arrivals.reserve(nsteps);
-  for (int k = 0; k < nsteps; ++k) x.arrivals.push_back(arrival_of(x, nccl_by_start, x.steps[k]));
-  summarize_launch_delays(x, delays);
+  for (int k = 0; k < nsteps; ++k)
+    x.arrivals.push_back(arrival_of(x, scanned.nccl_by_start, x.steps[k], scanned.first_nccl[k]));
+  summarize_launch_delays(x, scanned);
   return x;
 }
 
