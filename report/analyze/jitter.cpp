@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "parallel.h"
 #include "stats.h"
@@ -346,6 +347,19 @@ struct StepGroups {
   size_t ttke_next = 0;
 };
 
+// f(i) for every i in [0, n): on every core where the values behind them are enough to pay for
+// waking the other cores, else on this one (a step of 16 ranks' 300 kernels is not: issue 29, 200
+// steps of them took 0.06 s of CPU more on every core than on one).
+constexpr size_t kValuesWorthTheCores = 8192;
+template <class F>
+void each_maybe_on_every_core(size_t n, size_t values, F&& f) {
+  if (values < kValuesWorthTheCores) {
+    for (size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  parallel_for(n, std::forward<F>(f));
+}
+
 // Positions a step in one order takes its medians over at once: their values on 960 ranks (two
 // quantities, 16 positions: 240 KB) stay in a core's second-level cache.
 constexpr size_t kPositionsAtOnce = 16;
@@ -445,7 +459,7 @@ void group_in_one_order(const std::vector<std::vector<Obs>>& obs, const std::vec
     slots.acc[order[p]].section = last_rank[p].section;
   }
   const size_t np = present.size();
-  parallel_for((order.size() + kPositionsAtOnce - 1) / kPositionsAtOnce, [&](size_t b) {
+  each_maybe_on_every_core((order.size() + kPositionsAtOnce - 1) / kPositionsAtOnce, order.size() * np, [&](size_t b) {
     const size_t first = b * kPositionsAtOnce, n = std::min(kPositionsAtOnce, order.size() - first);
     thread_local std::vector<double> values;
     if (values.size() < 2 * kPositionsAtOnce * np) values.resize(2 * kPositionsAtOnce * np);
@@ -708,7 +722,7 @@ void ttke_medians_through(const std::vector<std::vector<Obs>>& obs, const std::v
     const size_t first = g.ttke_next;
     const size_t n = std::min({std::max(kPositionsAtOnce, first), size_t{128}, g.last_order.size() - first});
     g.ttke_values.resize(n * np);  // position j's values at j * np
-    parallel_for(parts, [&](size_t part) {
+    each_maybe_on_every_core(parts, n * np, [&](size_t part) {
       for (size_t i = np * part / parts; i < np * (part + 1) / parts; ++i) {
         const Obs* o = obs[present[i]].data() + first;
         double ttke = g.ttke_running[i];
@@ -716,7 +730,7 @@ void ttke_medians_through(const std::vector<std::vector<Obs>>& obs, const std::v
         g.ttke_running[i] = ttke;
       }
     });
-    parallel_for(n, [&](size_t j) {
+    each_maybe_on_every_core(n, n * np, [&](size_t j) {
       const uint32_t s = g.last_order[first + j];
       const double* values = g.ttke_values.data() + j * np;
       g.med_ttke[s] = median_near(values, values + np, g.guess_ttke[s]);
