@@ -714,7 +714,8 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
 // carried on from the positions before (those have theirs already). first_divergence asks in rising
 // order and often stops early, so the positions are taken in blocks that double, from
 // kPositionsAtOnce to 128 (a step where no rank diverges asks for all of them: 903 at 960 ranks, in
-// 10 blocks), each on every core: the ranks' running sums split between the cores, then the medians.
+// 11 blocks), each on every core where its values pay for it: the ranks' running sums split between
+// the cores, then the medians.
 void ttke_medians_through(const std::vector<std::vector<Obs>>& obs, const std::vector<size_t>& present, size_t pos,
                           StepGroups& g) {
   const size_t np = present.size(), parts = std::min<size_t>(analysis_threads(), np);
