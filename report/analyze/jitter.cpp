@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -72,16 +73,20 @@ struct NewPosition {
 struct ScannedRecords {
   std::vector<std::pair<int64_t, int64_t>> nccl_by_start;  // the rank's NCCL kernels' (start, end)
   std::vector<size_t> first_nccl;  // per step: the position of its first NCCL kernel, or its range's end
-  std::vector<double> delays;      // the steps' kernels' launch-to-start delays; those < 0 are unknown, left out
-  size_t near_zero = 0;            // of the delays, those under 10 us
+  // The steps' kernels' launch-to-start delays (those < 0 are unknown, left out): room for one per
+  // record of each step, sized once and written in place (push_back was an out-of-line call per record).
+  std::unique_ptr<double[]> delays;
+  size_t n_delays = 0;
+  size_t near_zero = 0;  // of the delays, those under 10 us
 };
 
 // The launch-to-start delays gathered from every step, summed up.
 void summarize_launch_delays(RankIndex& x, const ScannedRecords& scanned) {
-  const std::vector<double>& delays = scanned.delays;
-  x.near_zero_delay_share = delays.empty() ? 0 : double(scanned.near_zero) / double(delays.size());
+  const double* delays = scanned.delays.get();
+  const size_t n = scanned.n_delays;
+  x.near_zero_delay_share = n == 0 ? 0 : double(scanned.near_zero) / double(n);
   thread_local MedianGuess guess;  // from the last rank on this thread: ranks' delays are alike
-  x.median_delay_ns = median_guessed(delays.size(), [&](size_t i) { return delays[i]; }, guess);
+  x.median_delay_ns = median_guessed(n, [delays](size_t i) { return delays[i]; }, guess);
 }
 
 // The step's first NCCL kernel (at `at`; the range's end: none), seen from the rank's previous sync
@@ -114,7 +119,7 @@ double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
   if (a.api_end_ns) {
     const double delay = double(a.start_ns - a.api_end_ns);
     if (delay >= 0) {
-      scanned.delays.push_back(delay);
+      scanned.delays[scanned.n_delays++] = delay;
       scanned.near_zero += delay < 10'000;
     }
   }
@@ -164,7 +169,9 @@ RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r
   x.steps.reserve(nsteps);
   for (int k = 0; k < nsteps; ++k) x.steps.push_back(timeline.launched_in(steps.per_rank[r][k]));
   ScannedRecords scanned;
-  scanned.delays.reserve(timeline.size());  // sized once, as the breakdown's
+  size_t launched = 0;  // in the steps, a record counted once per step it is in (steps may overlap)
+  for (const auto& [first, last] : x.steps) launched += last - first;
+  scanned.delays.reset(new double[launched]);  // at most one a launch; not zeroed
   scan_records(x, scanned);
   // By start only, as when these were pointers: the same permutation, ties included.
   std::sort(scanned.nccl_by_start.begin(), scanned.nccl_by_start.end(),
