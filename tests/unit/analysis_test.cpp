@@ -348,6 +348,38 @@ TEST(Jitter, AKernelFirstSeenInALaterStepOnSomeRanksGetsItsOwnPosition) {
     for (const RankStepJitter& cell : row) EXPECT_TRUE(cell.present);
 }
 
+// For the jitter tests' plain computations from the records.
+int64_t launch_of(const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; }
+
+// Rank r's activities of step k (sampled windows), in launch order.
+std::vector<GpuActivity*> step_activities(RunModel& m, const StepSet& steps, size_t r, int k) {
+  std::vector<GpuActivity*> out;
+  const Step& st = steps.per_rank[r][k];
+  for (CaptureWindow& w : m.ranks[r].windows)
+    if (w.gpu_sampled)
+      for (GpuActivity& a : w.gpu)
+        if (launch_of(a) >= st.start_ns && launch_of(a) < st.end_ns) out.push_back(&a);
+  std::stable_sort(out.begin(), out.end(), [](const GpuActivity* a, const GpuActivity* b) { return launch_of(*a) < launch_of(*b); });
+  return out;
+}
+
+// Each of the rank's activities' idle time before it on its stream (its predecessor by start there),
+// as jitter counts it: 0 for NCCL kernels and the first on a stream.
+std::map<const GpuActivity*, double> stream_gaps(const RankData& rank) {
+  std::vector<const GpuActivity*> acts;
+  for (const CaptureWindow& w : rank.windows)
+    for (const GpuActivity& a : w.gpu) acts.push_back(&a);
+  std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) {
+    return std::tie(a->device, a->stream, a->start_ns) < std::tie(b->device, b->stream, b->start_ns);
+  });
+  std::map<const GpuActivity*, double> gap;
+  for (size_t i = 0; i < acts.size(); ++i) {
+    const bool same_stream = i && acts[i - 1]->device == acts[i]->device && acts[i - 1]->stream == acts[i]->stream;
+    gap[acts[i]] = acts[i]->nccl || !same_stream ? 0 : std::max<double>(0, double(acts[i]->start_ns - acts[i - 1]->end_ns));
+  }
+  return gap;
+}
+
 // Kernel positions are matched across ranks by (name, n-th launch of that name in the step), whatever
 // a rank's earlier steps launched: jitter.cpp's observe reads a position's slot from the rank's
 // earlier step while the names repeat, and counts launches from the first difference on. Here ranks'
@@ -360,17 +392,7 @@ TEST(Jitter, KernelsAreMatchedByNameAndOccurrenceWhenStepsDiffer) {
   const StepSet steps = detect_steps(m, "");
   ASSERT_EQ(steps.count(), spec.steps);
   const size_t nranks = m.ranks.size();
-  auto launch = [](const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; };
-  auto step_kernels = [&](size_t r, int k) {  // the step's activities in launch order
-    std::vector<GpuActivity*> out;
-    const Step& st = steps.per_rank[r][k];
-    for (CaptureWindow& w : m.ranks[r].windows)
-      if (w.gpu_sampled)
-        for (GpuActivity& a : w.gpu)
-          if (launch(a) >= st.start_ns && launch(a) < st.end_ns) out.push_back(&a);
-    std::stable_sort(out.begin(), out.end(), [&](const GpuActivity* a, const GpuActivity* b) { return launch(*a) < launch(*b); });
-    return out;
-  };
+  auto step_kernels = [&](size_t r, int k) { return step_activities(m, steps, r, k); };
   const uint32_t extra = m.strings.intern("extra_kernel");
   for (size_t r = 0; r < nranks; ++r)
     for (int k = 0; k < spec.steps; ++k) {
@@ -511,17 +533,9 @@ TEST(Jitter, EachStepsFinalTtkeIsItsKernelsGapsAndLengths) {
     ASSERT_TRUE(j.available) << j.why_not;
     ASSERT_EQ(j.steps.size(), size_t(spec.steps));
     for (size_t r = 0; r < m.ranks.size(); ++r) {
-      std::vector<const GpuActivity*> acts;  // by (device, stream, start): each one's predecessor before it
-      for (const CaptureWindow& w : m.ranks[r].windows)
-        for (const GpuActivity& a : w.gpu) acts.push_back(&a);
-      std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) {
-        return std::tie(a->device, a->stream, a->start_ns) < std::tie(b->device, b->stream, b->start_ns);
-      });
-      std::map<const GpuActivity*, double> gap;
-      for (size_t i = 0; i < acts.size(); ++i) {
-        const bool same_stream = i && acts[i - 1]->device == acts[i]->device && acts[i - 1]->stream == acts[i]->stream;
-        gap[acts[i]] = acts[i]->nccl || !same_stream ? 0 : std::max<double>(0, double(acts[i]->start_ns - acts[i - 1]->end_ns));
-      }
+      std::map<const GpuActivity*, double> gap = stream_gaps(m.ranks[r]);
+      std::vector<const GpuActivity*> acts;
+      for (const auto& [a, g] : gap) acts.push_back(a);
       std::sort(acts.begin(), acts.end(), [&](const GpuActivity* a, const GpuActivity* b) { return launch(*a) < launch(*b); });
       for (int k = 0; k < spec.steps; ++k) {
         const Step& st = steps->per_rank[r][k];
@@ -557,16 +571,7 @@ void check_steps_in_one_order(int ranks, int kernels) {
   const StepSet steps = detect_steps(m, "");
   ASSERT_EQ(steps.count(), spec.steps);
   const size_t nranks = m.ranks.size();
-  auto launch = [](const GpuActivity& a) { return a.api_start_ns ? a.api_start_ns : a.start_ns; };
-  auto step_kernels = [&](size_t r, int k) {  // the step's activities in launch order
-    std::vector<GpuActivity*> out;
-    const Step& st = steps.per_rank[r][k];
-    for (CaptureWindow& w : m.ranks[r].windows)
-      for (GpuActivity& a : w.gpu)
-        if (launch(a) >= st.start_ns && launch(a) < st.end_ns) out.push_back(&a);
-    std::stable_sort(out.begin(), out.end(), [&](const GpuActivity* a, const GpuActivity* b) { return launch(*a) < launch(*b); });
-    return out;
-  };
+  auto step_kernels = [&](size_t r, int k) { return step_activities(m, steps, r, k); };
   auto erase = [&](size_t r, const std::vector<GpuActivity*>& gone) {
     for (CaptureWindow& w : m.ranks[r].windows)
       std::erase_if(w.gpu, [&](const GpuActivity& a) { return std::find(gone.begin(), gone.end(), &a) != gone.end(); });
@@ -590,17 +595,7 @@ void check_steps_in_one_order(int ranks, int kernels) {
   };
   std::vector<std::vector<std::vector<Seen>>> seen(nranks, std::vector<std::vector<Seen>>(spec.steps));
   for (size_t r = 0; r < nranks; ++r) {
-    std::vector<const GpuActivity*> acts;
-    for (const CaptureWindow& w : m.ranks[r].windows)
-      for (const GpuActivity& a : w.gpu) acts.push_back(&a);
-    std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) {
-      return std::tie(a->device, a->stream, a->start_ns) < std::tie(b->device, b->stream, b->start_ns);
-    });
-    std::map<const GpuActivity*, double> gap;
-    for (size_t i = 0; i < acts.size(); ++i) {
-      const bool same_stream = i && acts[i - 1]->device == acts[i]->device && acts[i - 1]->stream == acts[i]->stream;
-      gap[acts[i]] = acts[i]->nccl || !same_stream ? 0 : std::max<double>(0, double(acts[i]->start_ns - acts[i - 1]->end_ns));
-    }
+    std::map<const GpuActivity*, double> gap = stream_gaps(m.ranks[r]);
     for (int k = 0; k < spec.steps; ++k) {
       std::map<uint32_t, int> count;
       double ttke = 0;
@@ -665,7 +660,9 @@ void check_steps_in_one_order(int ranks, int kernels) {
   EXPECT_GT(none, 0);                  // and every position's asked for
   for (const KernelSlotStats& ks : j.kernels) {
     const auto spec_kernel = std::find_if(spec.kernels.begin(), spec.kernels.end(), [&](const auto& x) { return x.name == ks.name; });
-    if (spec_kernel != spec.kernels.end() && ks.name != "repeated") EXPECT_EQ(ks.section, spec_kernel->section) << ks.name;
+    if (spec_kernel != spec.kernels.end() && ks.name != "repeated") {
+      EXPECT_EQ(ks.section, spec_kernel->section) << ks.name;
+    }
   }
 }
 
