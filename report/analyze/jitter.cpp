@@ -296,32 +296,44 @@ struct SlotValues {
 // the usual case for positions; gaps of 0 on every rank, the usual case for a GPU-bound job's
 // kernels: half of the slots at 960 x 903 x 50), found without copying or selecting. Stops at the
 // first value that differs, so other slots pay next to nothing.
-std::optional<double> same_everywhere(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
-  if (first != last &&
-      std::all_of(first + 1, last, [&, v = first->*quantity](const SlotValues& x) { return x.*quantity == v; }))
-    return first->*quantity;
-  return std::nullopt;
+template <class Get>
+std::optional<double> same_everywhere(size_t n, Get get) {
+  if (n == 0) return std::nullopt;
+  const double v = get(0);
+  for (size_t i = 1; i < n; ++i)
+    if (get(i) != v) return std::nullopt;
+  return v;
+}
+
+// One quantity of a slot's values, as the medians read it.
+auto quantity_of(const SlotValues* first, double SlotValues::*quantity) {
+  return [first, quantity](size_t i) { return first[i].*quantity; };
+}
+auto value_of(const double* first) {
+  return [first](size_t i) { return first[i]; };
 }
 
 // The median of one quantity over a slot's values (in a scratch copy: the values keep their order).
 double median_of(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity) {
-  if (const std::optional<double> v = same_everywhere(first, last, quantity)) return *v;
+  const size_t n = size_t(last - first);
+  if (const std::optional<double> v = same_everywhere(n, quantity_of(first, quantity))) return *v;
   thread_local std::vector<double> scratch;
   scratch.clear();
   for (const SlotValues* v = first; v != last; ++v) scratch.push_back(v->*quantity);
   return median_in_place(scratch);
 }
 
-// The same, found from where it was in the last step (a kernel position's durations and gaps
-// change little from step to step).
-double median_near(const SlotValues* first, const SlotValues* last, double SlotValues::*quantity, MedianGuess& guess) {
-  if (const std::optional<double> v = same_everywhere(first, last, quantity)) return *v;
-  return median_guessed(size_t(last - first), [&](size_t i) { return first[i].*quantity; }, guess);
+// The median of n values, found from where it was in the last step (a kernel position's durations,
+// gaps and TTKEs change little from step to step).
+template <class Get>
+double median_near(size_t n, Get get, MedianGuess& guess) {
+  if (const std::optional<double> v = same_everywhere(n, get)) return *v;
+  return median_guessed(n, get, guess);
 }
 
 // One step's kernels on every present rank, grouped by slot: medians across ranks per slot.
 struct StepGroups {
-  std::vector<uint32_t> slots;  // the slots seen in the step, by key
+  std::vector<uint32_t> slots;  // the slots seen in a step that scatters, by key (then `order`'s start)
   std::vector<uint32_t> order;  // the same by median launch position
   std::vector<double> med_dur, med_gap, med_ttke, med_pos;  // indexed by slot id (this step's slots valid)
   std::vector<MedianGuess> guess_dur, guess_gap, guess_ttke;  // by slot id: where the last step's medians were
@@ -347,8 +359,9 @@ struct StepGroups {
   // its medians are taken position by position from the ranks' own kernels (group_in_one_order),
   // with nothing scattered into `values` (issue 29: that scatter was 0.37 s of 3.2 at 960 x 903 x 50).
   std::vector<uint32_t> last_order;
-  bool one_order = false;       // this step
-  bool last_one_order = false;  // the last step: so this one counts and places nothing while observed
+  // This step; until observe_step sets it, the last step's (after a step in one order, the next one
+  // counts and places nothing while it is observed).
+  bool one_order = false;
   // In a step in one order: every present rank's TTKE up to position ttke_next (ttke_medians_through).
   std::vector<double> ttke_running, ttke_values;
   size_t ttke_next = 0;
@@ -447,12 +460,6 @@ bool in_order(const std::vector<Obs>& obs, const std::vector<uint32_t>& slots) {
   return true;
 }
 
-// The median of values a step in one order gathered, found as median_near finds it.
-double median_near(const double* first, const double* last, MedianGuess& guess) {
-  if (first != last && std::all_of(first + 1, last, [v = *first](double x) { return x == v; })) return *first;
-  return median_guessed(size_t(last - first), [first](size_t i) { return first[i]; }, guess);
-}
-
 // A step whose present ranks all launched last_order's slots in that order: each slot is at the
 // same position on every rank, so its medians are taken from the ranks' kernels at that position,
 // gathered a few positions at a time into a buffer that stays in cache. The same values as
@@ -480,18 +487,16 @@ void group_in_one_order(const std::vector<std::vector<Obs>>& obs, const std::vec
     }
     for (size_t j = 0; j < n; ++j) {
       const uint32_t s = order[first + j];
-      g.med_dur[s] = median_near(dur + j * np, dur + (j + 1) * np, g.guess_dur[s]);
-      g.med_gap[s] = median_near(gap + j * np, gap + (j + 1) * np, g.guess_gap[s]);
+      g.med_dur[s] = median_near(np, value_of(dur + j * np), g.guess_dur[s]);
+      g.med_gap[s] = median_near(np, value_of(gap + j * np), g.guess_gap[s]);
       g.med_ttke[s] = kNotYet;
       g.med_pos[s] = double(first + j);
     }
   });
-  g.slots = slots.by_key(order);
   g.order = order;  // by median position: every slot's is its own position
   g.placed_for = 0;  // no values placed: the next step that scatters places none ahead
   g.ttke_running.assign(np, 0);
   g.ttke_next = 0;
-  g.last_one_order = true;
 }
 
 // The step's kernels, counted per slot in every chunk (observe_step has, unless the step had new
@@ -524,8 +529,8 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
     const uint32_t s = g.slots[i];
     const uint32_t lo = g.start[s], hi = g.end_of(s, nslots);
     const SlotValues *first = g.values.data() + lo, *last = g.values.data() + hi;
-    g.med_dur[s] = median_near(first, last, &SlotValues::dur, g.guess_dur[s]);
-    g.med_gap[s] = median_near(first, last, &SlotValues::gap, g.guess_gap[s]);
+    g.med_dur[s] = median_near(hi - lo, quantity_of(first, &SlotValues::dur), g.guess_dur[s]);
+    g.med_gap[s] = median_near(hi - lo, quantity_of(first, &SlotValues::gap), g.guess_gap[s]);
     g.med_ttke[s] = kNotYet;
     g.med_pos[s] = median_of(first, last, &SlotValues::pos);
   });
@@ -536,7 +541,6 @@ void group_step(const std::vector<std::vector<Obs>>& obs, const std::vector<size
   const std::vector<Obs>& first_rank = obs[present.front()];
   g.last_order.resize(first_rank.size());
   for (size_t p = 0; p < first_rank.size(); ++p) g.last_order[p] = first_rank[p].slot;
-  g.last_one_order = false;
 }
 
 // What every step of the analysis reads and fills.
@@ -577,7 +581,7 @@ double divergence_threshold(const JitterRun& run, const JitterOptions& opt) {
 void observe_step(JitterRun& run, int k, const std::vector<size_t>& present) {
   StepGroups& g = run.groups;
   split_into_chunks(present.size(), run.slots.size(), g);
-  const bool count_now = !g.last_one_order;  // else counted only where this step turns out otherwise
+  const bool count_now = !g.one_order;  // the last step's; else counted only where this step turns out otherwise
   const bool ahead = count_now && g.placed_for == present.size();  // the same chunks as the last step's
   std::vector<uint8_t> unassigned(g.chunks.size(), 0);  // the chunk has kernels at positions without a slot yet
   std::vector<uint8_t> other_order(g.chunks.size(), 0);  // the chunk has a rank whose slots are not last_order
@@ -740,8 +744,7 @@ void ttke_medians_through(const std::vector<std::vector<Obs>>& obs, const std::v
     });
     each_maybe_on_every_core(n, n * np, [&](size_t j) {
       const uint32_t s = g.last_order[first + j];
-      const double* values = g.ttke_values.data() + j * np;
-      g.med_ttke[s] = median_near(values, values + np, g.guess_ttke[s]);
+      g.med_ttke[s] = median_near(np, value_of(g.ttke_values.data() + j * np), g.guess_ttke[s]);
     });
     g.ttke_next = first + n;
   }
@@ -754,8 +757,8 @@ double median_ttke(JitterRun& run, const std::vector<size_t>& present, uint32_t 
   if (g.one_order) {
     ttke_medians_through(run.obs, present, static_cast<size_t>(g.med_pos[s]), g);
   } else {
-    g.med_ttke[s] = median_near(g.values.data() + g.start[s], g.values.data() + g.end_of(s, run.slots.size()),
-                                &SlotValues::ttke, g.guess_ttke[s]);
+    const uint32_t lo = g.start[s], hi = g.end_of(s, run.slots.size());
+    g.med_ttke[s] = median_near(hi - lo, quantity_of(g.values.data() + lo, &SlotValues::ttke), g.guess_ttke[s]);
   }
   return g.med_ttke[s];
 }
