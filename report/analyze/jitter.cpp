@@ -112,22 +112,44 @@ double gap_before(const GpuSpan& a, const std::optional<GpuSpan>& prev) {
   return !a.nccl && prev ? std::max<double>(0, double(a.start_ns - prev->end_ns)) : 0;
 }
 
-// Record i, launched in step k: its part of the step's final TTKE (NCCL kernels left out), added to
-// it; its launch delay; the step's first NCCL kernel when it is that.
-[[gnu::always_inline]] inline void add_to_step(RankIndex& x, size_t k, size_t i, const GpuSpan& a,
-                                               ScannedRecords& scanned) {
+// One step's sums while its records are walked, a local of the walk and so in registers: as members
+// of RankIndex and ScannedRecords, every record's addition waited for the one before through memory,
+// since the delays' stores might alias them (2026-11-29: a third of this pass's time, at 960 ranks).
+struct StepWalk {
+  double ttke = 0;    // the final TTKE so far
+  size_t first_nccl = SIZE_MAX;  // the step's first NCCL kernel, if any
+  double* delays = nullptr;  // where the next launch delay goes
+  size_t near_zero = 0;
+};
+
+StepWalk start_walk(const ScannedRecords& scanned) {
+  StepWalk w;
+  w.delays = scanned.delays.get() + scanned.n_delays;
+  return w;
+}
+
+void finish_walk(RankIndex& x, size_t k, const StepWalk& w, ScannedRecords& scanned) {
+  x.final_ttke[k] = w.ttke;
+  scanned.first_nccl[k] = w.first_nccl == SIZE_MAX ? x.steps[k].second : w.first_nccl;
+  scanned.n_delays = static_cast<size_t>(w.delays - scanned.delays.get());
+  scanned.near_zero += w.near_zero;
+}
+
+// Record i, launched in the step walked: its part of the step's final TTKE (NCCL kernels left out),
+// added in launch order; its launch delay; the step's first NCCL kernel when it is that.
+[[gnu::always_inline]] inline void add_to_step(const GpuTimeline& t, size_t i, const GpuSpan& a, StepWalk& w) {
   if (a.api_end_ns) {
     const double delay = double(a.start_ns - a.api_end_ns);
     if (delay >= 0) {
-      scanned.delays[scanned.n_delays++] = delay;
-      scanned.near_zero += delay < 10'000;
+      *w.delays++ = delay;
+      w.near_zero += delay < 10'000;
     }
   }
   if (a.nccl) {
-    if (scanned.first_nccl[k] == x.steps[k].second) scanned.first_nccl[k] = i;
+    if (w.first_nccl == SIZE_MAX) w.first_nccl = i;
     return;
   }
-  x.final_ttke[k] += gap_before(a, x.timeline->previous_of(i)) + double(a.end_ns - a.start_ns);
+  w.ttke += gap_before(a, t.previous_of(i)) + double(a.end_ns - a.start_ns);
 }
 
 // The steps' launches follow each other (each range begins at or after the one before ends): the
@@ -138,29 +160,41 @@ bool ranges_in_order(const std::vector<std::pair<size_t, size_t>>& ranges) {
   return true;
 }
 
+[[gnu::always_inline]] inline void note_nccl(const GpuSpan& a, ScannedRecords& scanned) {
+  if (a.nccl) scanned.nccl_by_start.emplace_back(a.start_ns, a.end_ns);
+}
+
 // The rank's NCCL kernels, each step's final TTKE (time to kernel end, NCCL kernels left out), its
 // first NCCL kernel and its kernels' launch delays, in one pass over the records where the steps
 // follow each other (issue 29: the NCCL kernels, and each step's first one, were passes of their own
 // over every record), else step by step. The sums are added in launch order either way: the same doubles.
 void scan_records(RankIndex& x, ScannedRecords& scanned) {
   const GpuTimeline& t = *x.timeline;
-  x.final_ttke.assign(x.steps.size(), 0);
-  scanned.first_nccl.resize(x.steps.size());
-  for (size_t k = 0; k < x.steps.size(); ++k) scanned.first_nccl[k] = x.steps[k].second;
+  const size_t nsteps = x.steps.size();
+  x.final_ttke.resize(nsteps);
+  scanned.first_nccl.resize(nsteps);
   if (!ranges_in_order(x.steps)) {
-    for (size_t i = 0; i < t.size(); ++i)
-      if (const GpuSpan a = t.at(i); a.nccl) scanned.nccl_by_start.emplace_back(a.start_ns, a.end_ns);
-    for (size_t k = 0; k < x.steps.size(); ++k)
-      for (size_t i = x.steps[k].first; i < x.steps[k].second; ++i) add_to_step(x, k, i, t.at(i), scanned);
+    for (size_t i = 0; i < t.size(); ++i) note_nccl(t.at(i), scanned);
+    for (size_t k = 0; k < nsteps; ++k) {
+      StepWalk w = start_walk(scanned);
+      for (size_t i = x.steps[k].first; i < x.steps[k].second; ++i) add_to_step(t, i, t.at(i), w);
+      finish_walk(x, k, w, scanned);
+    }
     return;
   }
-  size_t k = 0;  // the first step whose launches do not end before record i
-  for (size_t i = 0; i < t.size(); ++i) {
-    const GpuSpan a = t.at(i);
-    if (a.nccl) scanned.nccl_by_start.emplace_back(a.start_ns, a.end_ns);
-    while (k < x.steps.size() && x.steps[k].second <= i) ++k;
-    if (k < x.steps.size() && i >= x.steps[k].first) add_to_step(x, k, i, a, scanned);
+  size_t i = 0;
+  for (size_t k = 0; k < nsteps; ++k) {
+    const auto [first, last] = x.steps[k];
+    for (; i < first; ++i) note_nccl(t.at(i), scanned);  // launched between steps
+    StepWalk w = start_walk(scanned);
+    for (; i < last; ++i) {
+      const GpuSpan a = t.at(i);
+      note_nccl(a, scanned);
+      add_to_step(t, i, a, w);
+    }
+    finish_walk(x, k, w, scanned);
   }
+  for (; i < t.size(); ++i) note_nccl(t.at(i), scanned);
 }
 
 RankIndex index_rank(const GpuTimeline& timeline, const StepSet& steps, size_t r, int nsteps) {
@@ -641,37 +675,41 @@ StepArrivals step_arrivals(const JitterRun& run, int k, const std::vector<size_t
 }
 
 // Sums per section id, few per step: a short list, turned into the report's map at the end. The
-// sum of the section being added to is held apart and put back when the section changes: a step's
-// kernels come section by section, so most adds are one addition in a register (issue 29: looking
-// the section up in the list and adding in memory, every kernel, was a third of fill_cell). Each
-// section's values are still added one by one in launch order: the same doubles.
+// sum of the section being added to is held apart (SectionSums::Running) and put back when the
+// section changes: a step's kernels come section by section, so most adds are one addition in a
+// register (issue 29: looking the section up in the list and adding in memory, every kernel, was a
+// third of fill_cell). Running is the caller's local, passed by value: as a member of the list it
+// stayed in memory, the loop's other stores of doubles possibly aliasing it, and each add waited
+// for the one before (2026-11-29). Each section's values are still added one by one in launch
+// order: the same doubles.
 class SectionSums {
  public:
-  [[gnu::always_inline]] void add(uint32_t section, double v) {
-    if (section != current_) [[unlikely]] switch_to(section);
-    sum_ += v;
+  struct Running {
+    uint64_t section = UINT64_MAX;  // no section id: the first add looks its section up
+    double sum = 0;
+  };
+  [[gnu::always_inline]] static void add(SectionSums& sums, Running& now, uint32_t section, double v) {
+    if (section != now.section) [[unlikely]] now = sums.switch_to(now, section);
+    now.sum += v;
   }
-  void into(const RunModel& m, std::map<std::string, double>& out) {
-    put_back();
+  void into(Running last, const RunModel& m, std::map<std::string, double>& out) {
+    put_back(last);
     for (const auto& [s, sum] : sums_) out[section_name(m, s)] += sum;
   }
 
  private:
-  void put_back() {
-    if (at_ < sums_.size()) sums_[at_].second = sum_;
+  void put_back(Running now) {
+    for (auto& [s, sum] : sums_)
+      if (s == now.section) sum = now.sum;
   }
-  void switch_to(uint32_t section) {
-    put_back();
-    at_ = 0;
-    while (at_ < sums_.size() && sums_[at_].first != section) ++at_;
-    if (at_ == sums_.size()) sums_.emplace_back(section, -0.0);  // -0.0 + v is v, whatever v
-    current_ = section;
-    sum_ = sums_[at_].second;
+  Running switch_to(Running now, uint32_t section) {
+    put_back(now);
+    for (const auto& [s, sum] : sums_)
+      if (s == section) return {section, sum};
+    sums_.emplace_back(section, -0.0);  // -0.0 + v is v, whatever v
+    return {section, -0.0};
   }
   std::vector<std::pair<uint32_t, double>> sums_;
-  uint64_t current_ = UINT64_MAX;  // no section id: the first add looks its section up
-  size_t at_ = SIZE_MAX;           // current_'s place in sums_
-  double sum_ = 0;                 // current_'s sum so far
 };
 
 // Rank r's cell of step k: its excesses over the cross-rank medians, and the run-wide sums.
@@ -696,6 +734,8 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
   if (acc.slot_sums.size() < run.slots.size()) acc.slot_sums.resize(run.slots.size());
   double de = 0, ge = 0;
   SectionSums duration_by_section, gap_by_section;
+  SectionSums::Running duration_now, gap_now;  // locals: in registers
+  double memory_excess = cell.memory_excess_ns;
   for (size_t pos = 0; pos < run.obs[r].size(); ++pos) {
     const Obs& o = run.obs[r][pos];
     // NCCL kernels last until the slowest rank arrives: their length is the victims'
@@ -704,17 +744,18 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     const double gap_excess = o.gap - g.med_gap[o.slot];
     de += excess;
     ge += gap_excess;
-    if (!o.nccl) gap_by_section.add(o.section, gap_excess);
-    if (o.kind != GpuKind::kernel) cell.memory_excess_ns += excess;
-    else if (!o.nccl) duration_by_section.add(o.section, excess);
+    if (!o.nccl) SectionSums::add(gap_by_section, gap_now, o.section, gap_excess);
+    if (o.kind != GpuKind::kernel) memory_excess += excess;
+    else if (!o.nccl) SectionSums::add(duration_by_section, duration_now, o.section, excess);
     SlotSums& s = acc.slot_sums[o.slot];  // rank r's own: ranks fill their cells at once
     s.dur += o.dur;
     s.gap += o.gap;
     s.pos += double(pos);
     ++s.n;
   }
-  duration_by_section.into(run.model, cell.duration_excess_by_section);
-  gap_by_section.into(run.model, cell.gap_excess_by_section);
+  cell.memory_excess_ns = memory_excess;
+  duration_by_section.into(duration_now, run.model, cell.duration_excess_by_section);
+  gap_by_section.into(gap_now, run.model, cell.gap_excess_by_section);
   acc.dur_excess.push_back(de);
   acc.gap_excess.push_back(ge);
   cell.duration_excess_ns = de;
