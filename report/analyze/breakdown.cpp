@@ -361,27 +361,45 @@ struct LaunchTimes {
   explicit LaunchTimes(size_t most) : delays(new double[most]), runtimes(new double[most]) {}
   std::unique_ptr<double[]> delays, runtimes;
   size_t n = 0;
-  [[gnu::always_inline]] void add(const GpuSpan& a, const BreakdownOptions& opt, LaunchStats& launch) {
+
+  // What a loop over the records adds to, a local of the loop (held in registers): as members of
+  // LaunchTimes and LaunchStats behind references, which the loop's other stores (the tallies'
+  // counts) might alias, each record's counts were loaded and stored again (2026-11-29).
+  struct Adding {
+    double *delays, *runtimes;  // where the next one goes
+    uint64_t with_launch, short_kernels, delay_outliers, runtime_outliers;
+  };
+  Adding start(const LaunchStats& launch) {
+    return {delays.get() + n,        runtimes.get() + n,     launch.with_launch,
+            launch.short_kernels, launch.delay_outliers, launch.runtime_outliers};
+  }
+  void finish(const Adding& a, LaunchStats& launch) {
+    n = static_cast<size_t>(a.delays - delays.get());
+    launch.with_launch = a.with_launch;
+    launch.short_kernels = a.short_kernels;
+    launch.delay_outliers = a.delay_outliers;
+    launch.runtime_outliers = a.runtime_outliers;
+  }
+
+  [[gnu::always_inline]] static void add(const GpuSpan& a, const BreakdownOptions& opt, Adding& to) {
     if (a.api_end_ns)
-      add(double(a.end_ns - a.start_ns), double(a.start_ns - a.api_end_ns), double(a.api_end_ns - a.api_start_ns), opt,
-          launch);
+      add(double(a.end_ns - a.start_ns), double(a.start_ns - a.api_end_ns), double(a.api_end_ns - a.api_start_ns), opt, to);
   }
   // The same from a packed record and its base, without unpacking it: the delay is the launch lead
   // less the call's length, the call's length is stored as it is.
-  [[gnu::always_inline]] void add(const PackedSpan& p, int64_t base, const BreakdownOptions& opt, LaunchStats& launch) {
+  [[gnu::always_inline]] static void add(const PackedSpan& p, int64_t base, const BreakdownOptions& opt, Adding& to) {
     if (SpanChunk::api_end_of(p, base))
       add(double(p.duration_ns), double(int64_t{p.launch_lead_ns} - int64_t{p.api_duration_ns}), double(p.api_duration_ns),
-          opt, launch);
+          opt, to);
   }
-  [[gnu::always_inline]] void add(double dur, double delay, double runtime, const BreakdownOptions& opt,
-                                  LaunchStats& launch) {
-    ++launch.with_launch;
-    delays[n] = delay;
-    runtimes[n] = runtime;
-    ++n;
-    launch.short_kernels += dur < runtime;
-    launch.delay_outliers += delay > opt.launch_delay_cutoff_ns;
-    launch.runtime_outliers += runtime > opt.runtime_cutoff_ns;
+  [[gnu::always_inline]] static void add(double dur, double delay, double runtime, const BreakdownOptions& opt,
+                                         Adding& to) {
+    ++to.with_launch;
+    *to.delays++ = delay;
+    *to.runtimes++ = runtime;
+    to.short_kernels += dur < runtime;
+    to.delay_outliers += delay > opt.launch_delay_cutoff_ns;
+    to.runtime_outliers += runtime > opt.runtime_cutoff_ns;
   }
 };
 
@@ -389,26 +407,30 @@ struct LaunchTimes {
 // (name, section, type) and each label counted once: per record only its length is added up
 // (issue 29: this loop was 8 % of 960 x 903 x 50, three-quarters of it the per-record sums by
 // section and name). Records kept whole (SpanChunk::escaped) are counted one by one.
-void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCounts& counts, RankBreakdown& rb,
+[[gnu::noinline]] void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCounts& counts, RankBreakdown& rb,
                     LaunchTimes& launches) {
   const SpanChunk& c = *g.in_chunk;
   thread_local std::vector<Tally> by_label;
   by_label.assign(c.labels.size(), Tally{});
-  for (size_t i = 0; i < g.size(); ++i) {
-    const size_t at = g.in_chunk_first + i;
+  LaunchTimes::Adding adding = launches.start(rb.launch);
+  Tally* const tallies = by_label.data();
+  const size_t n = g.size(), first = g.in_chunk_first;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t at = first + i;
     const PackedSpan& p = c.packed[at];
     if (SpanChunk::is_escaped(p)) [[unlikely]] {
       const GpuSpan a = c.at(at);
-      launches.add(a, opt, rb.launch);
+      LaunchTimes::add(a, opt, adding);
       counts.add(a, {1, double(a.end_ns - a.start_ns), i}, rb.types);
       continue;
     }
-    launches.add(p, c.base_of(at), opt, rb.launch);
-    Tally& t = by_label[p.label];
+    LaunchTimes::add(p, c.base_of(at), opt, adding);
+    Tally& t = tallies[p.label];
     ++t.count;
     t.ns += double(p.duration_ns);
     t.last = i;
   }
+  launches.finish(adding, rb.launch);
   for (size_t l = 0; l < by_label.size(); ++l) {
     if (!by_label[l].count) continue;
     const SpanChunk::Label& label = c.labels[l];
@@ -428,11 +450,13 @@ void count_types(const RunModel& model, const GpuTimeline& g, const BreakdownOpt
   if (g.in_chunk) {
     tally_by_label(g, opt, counts, rb, launches);
   } else {
+    LaunchTimes::Adding adding = launches.start(rb.launch);
     for (size_t i = 0; i < g.size(); ++i) {
       const GpuSpan a = g.at(i);
-      launches.add(a, opt, rb.launch);
+      LaunchTimes::add(a, opt, adding);
       counts.add(a, {1, double(a.end_ns - a.start_ns), i}, rb.types);
     }
+    launches.finish(adding, rb.launch);
   }
   counts.into(part);
   const LaunchOrder order = launch_order(launches.delays.get(), launches.runtimes.get(), launches.n);
