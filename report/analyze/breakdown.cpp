@@ -507,6 +507,17 @@ RankPart analyze_rank(const RunModel& model, const GpuTimeline& g, size_t r, con
   return part;
 }
 
+// What analyze_rank gives a rank without GPU records or sampled windows (a rank of summaries), without
+// its passes: at 100,000 ranks of summaries they allocated a step list and the dense per-name sums'
+// reset for every rank, for nothing (2026-11-29).
+RankPart part_without_gpu(const RunModel& model, size_t r, int nsteps) {
+  RankPart part;
+  part.rb.rank = model.ranks[r].rank;
+  part.rb.host = model.ranks[r].host;
+  if (nsteps > 0) part.steps.resize(nsteps);
+  return part;
+}
+
 std::vector<HostBreakdown> host_totals(const std::vector<RankBreakdown>& ranks) {
   std::map<std::string, HostBreakdown> hosts;
   for (const RankBreakdown& rb : ranks) {
@@ -610,7 +621,8 @@ BreakdownByRank::~BreakdownByRank() = default;
 
 void BreakdownByRank::add(size_t r, const GpuTimeline& g) {
   if (g.by_stream.size() != g.size()) throw std::logic_error("breakdown: a GPU timeline not grouped by stream");
-  parts_->of_rank.at(r) = analyze_rank(model_, g, r, steps_, nsteps_, options_);
+  parts_->of_rank.at(r) = g.empty() && g.sampled.empty() ? part_without_gpu(model_, r, nsteps_)
+                                                         : analyze_rank(model_, g, r, steps_, nsteps_, options_);
 }
 
 BreakdownReport BreakdownByRank::finish() {

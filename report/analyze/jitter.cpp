@@ -963,8 +963,10 @@ RankIndex checked_index(const GpuTimeline& g, const StepSet& steps, size_t r, in
 
 }  // namespace
 
+// A rank without records is indexed in finish, and only where another rank has records (a run of
+// summaries needs none: 100,000 of them took a step list and its sums each, 2026-11-29).
 void JitterByRank::add(size_t r, const GpuTimeline& g) {
-  if (nsteps_ > 0) ranks_->index.at(r) = checked_index(g, steps_, r, nsteps_);
+  if (nsteps_ > 0 && !g.empty()) ranks_->index.at(r) = checked_index(g, steps_, r, nsteps_);
 }
 
 JitterReport JitterByRank::finish(const std::vector<GpuTimeline>& timelines, const JitterOptions& opt) {
@@ -976,15 +978,15 @@ JitterReport JitterByRank::finish(const std::vector<GpuTimeline>& timelines, con
     return rep;
   }
   if (timelines.size() != nranks) throw std::logic_error("jitter: not one GPU timeline per rank");
+  if (std::all_of(timelines.begin(), timelines.end(), [](const GpuTimeline& g) { return g.empty(); })) {
+    rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
+    return rep;
+  }
   JitterRun run{model_, steps_, nranks, nsteps, rep, std::move(ranks_->index), Slots(model_.strings.size()), {}, {}, {}, {}};
   parallel_for(nranks, [&](size_t r) {
     if (run.ranks[r].steps.size() != size_t(nsteps)) run.ranks[r] = checked_index(timelines[r], steps_, r, nsteps);  // no add(r)
     run.ranks[r].timeline = &timelines[r];  // the one add(r) saw may have moved since
   });
-  if (std::all_of(run.ranks.begin(), run.ranks.end(), [](const RankIndex& x) { return x.timeline->empty(); })) {
-    rep.why_not = "no per-kernel GPU records (no GPU, CUPTI off, or no sampled window)";
-    return rep;
-  }
   rep.divergence_threshold_ns = divergence_threshold(run, opt);
   run.racc.resize(nranks);
   run.obs.resize(nranks);

@@ -1101,6 +1101,60 @@ TEST(Jitter, TheSameWhenEachRanksIndexIsBuiltBesideItsTimeline) {
   EXPECT_EQ(a.jitter.steps.size(), size_t(spec.steps));
 }
 
+// A rank of summaries only (no sampled window, no record) beside ranks with records: the breakdown
+// lists it with its rank and host and nothing else, and counts it nowhere; everything the other
+// ranks give is what they give without it (the rank skips the per-rank passes, breakdown.cpp's
+// part_without_gpu). Its steps are there, none of them present. A rank whose windows were sampled
+// but hold no record is not such a rank: its sampled time is idle.
+TEST(Breakdown, ARankWithoutGpuRecordsIsListedAndCountedNowhere) {
+  Spec spec;
+  spec.ranks = 6;
+  spec.faults.push_back(Fault{Fault::Kind::slow_gpu, 3, 1.3});
+  RunModel mixed = synth::make_run(spec);
+  for (CaptureWindow& w : mixed.ranks[4].windows) {
+    w.gpu.clear();
+    w.gpu_sampled = false;
+  }
+  for (CaptureWindow& w : mixed.ranks[2].windows) w.gpu.clear();  // sampled, no record: all idle
+  RunModel without = mixed;
+  without.ranks.erase(without.ranks.begin() + 4);
+  const StepSet steps = detect_steps(mixed, ""), steps_without = detect_steps(without, "");
+  ASSERT_EQ(steps.count(), spec.steps);
+  const BreakdownReport b = analyze_breakdown(mixed, steps), ref = analyze_breakdown(without, steps_without);
+  ASSERT_TRUE(b.available) << b.why_not;
+  ASSERT_EQ(b.ranks.size(), 6u);
+  const RankBreakdown& none = b.ranks[4];
+  EXPECT_EQ(none.rank, mixed.ranks[4].rank);
+  EXPECT_EQ(none.host, mixed.ranks[4].host);
+  EXPECT_EQ(none.temporal.span_ns + none.temporal.idle_ns, 0);
+  EXPECT_EQ(none.idle.total(), 0);
+  EXPECT_EQ(none.types.comp + none.types.comm + none.types.mem, 0u);
+  EXPECT_EQ(none.launch.with_launch, 0u);
+  EXPECT_EQ(none.launch.median_runtime_ns, 0);
+  EXPECT_FALSE(none.overlap.has_value());
+  EXPECT_GT(b.ranks[2].temporal.idle_ns, 0);  // its windows were sampled: their time is idle
+  for (size_t r = 0, i = 0; r < b.ranks.size(); ++r) {
+    if (r == 4) continue;
+    EXPECT_EQ(b.ranks[r].temporal.idle_ns, ref.ranks[i].temporal.idle_ns) << r;
+    EXPECT_EQ(b.ranks[r].launch.median_delay_ns, ref.ranks[i].launch.median_delay_ns) << r;
+    ++i;
+  }
+  ASSERT_EQ(b.steps.size(), ref.steps.size());
+  for (size_t k = 0; k < b.steps.size(); ++k) {
+    EXPECT_EQ(b.steps[k].step, ref.steps[k].step);
+    EXPECT_EQ(b.steps[k].median_idle_share, ref.steps[k].median_idle_share) << k;
+    EXPECT_EQ(b.steps[k].max_idle_rank, ref.steps[k].max_idle_rank) << k;
+    EXPECT_EQ(b.steps[k].median_host_wait_share, ref.steps[k].median_host_wait_share) << k;
+  }
+  ASSERT_EQ(b.top.size(), ref.top.size());
+  for (size_t i = 0; i < b.top.size(); ++i) {
+    EXPECT_EQ(b.top[i].name, ref.top[i].name);
+    EXPECT_EQ(b.top[i].total_ns, ref.top[i].total_ns);
+    EXPECT_EQ(b.top[i].min_rank, ref.top[i].min_rank);
+  }
+  EXPECT_EQ(b.by_section.size(), ref.by_section.size());
+}
+
 // Issue 29: the breakdown tallies a rank kept in one file's packed array by the reader's labels
 // (name, section, type), each counted once, and the rest record by record. Both give the same
 // report as the records themselves, to the bit: sums by section, by kernel name and by type, and the
