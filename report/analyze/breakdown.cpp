@@ -406,9 +406,11 @@ struct LaunchTimes {
 // A rank's records kept in one file's array (the usual case) are tallied by the reader's label
 // (name, section, type) and each label counted once: per record only its length is added up
 // (issue 29: this loop was 8 % of 960 x 903 x 50, three-quarters of it the per-record sums by
-// section and name). Records kept whole (SpanChunk::escaped) are counted one by one.
-[[gnu::noinline]] void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCounts& counts, RankBreakdown& rb,
-                    LaunchTimes& launches) {
+// section and name). Records kept whole (SpanChunk::escaped) are counted one by one. Not inlined:
+// inside BreakdownByRank::add its loop had too many values live, and the compiler kept the counters
+// on the stack, loaded and stored every record (2026-11-29).
+[[gnu::noinline]] void tally_by_label(const GpuTimeline& g, const BreakdownOptions& opt, TypeCounts& counts,
+                                      RankBreakdown& rb, LaunchTimes& launches) {
   const SpanChunk& c = *g.in_chunk;
   thread_local std::vector<Tally> by_label;
   by_label.assign(c.labels.size(), Tally{});
