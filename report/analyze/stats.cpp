@@ -188,7 +188,14 @@ namespace {
 // exactly between two values (the usual median).
 double weighted_median_impl(std::vector<std::pair<double, double>>& v, bool lower) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
+  // Two values (a kernel in two capture windows: every kernel of a rank's run in two files or
+  // windows) ordered by one comparison: std::sort's calls were a tenth of the GPU scores at 100,000
+  // ranks of summaries (2026-11-29). The same order: pairs that compare equal are equal.
+  if (v.size() == 2) {
+    if (v[1] < v[0]) std::swap(v[0], v[1]);
+  } else {
+    std::sort(v.begin(), v.end());
+  }
   double total = 0;
   for (const auto& p : v) total += p.second;
   const double half = total / 2;

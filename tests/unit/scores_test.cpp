@@ -208,6 +208,8 @@ TEST(Stats, LowerMedianAsTorchMedian) {
   EXPECT_EQ(lower_weighted_median({{5, 1}, {1, 1}, {3, 1}}), 3);
   EXPECT_EQ(lower_weighted_median({{1, 1}, {10, 5}}), 10);
   EXPECT_EQ(lower_weighted_median({{1, 3}, {10, 3}}), 1);
+  EXPECT_EQ(lower_weighted_median({{10, 3}, {1, 3}}), 1);  // two values come in either order (stats.cpp sorts two apart)
+  EXPECT_EQ(lower_weighted_median({{10, 3}, {10, 1}}), 10);
   EXPECT_EQ(lower_weighted_median({}), 0);
 }
 
