@@ -451,6 +451,40 @@ int only_window(const GpuWork& w, const RankData& r) {
   return only < 0 ? -1 : only;
 }
 
+// Rank ri's counts, its statistics' run-wide totals added in `top`.
+RankGpu rank_gpu(const RankData& r, size_t ri, TopLookup& top) {
+  RankGpu g;
+  g.rank = r.rank;
+  g.host = r.host;
+  g.cupti_status = r.cupti_status;
+  for (const CaptureWindow& cw : r.windows) {
+    if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
+    if (cw.gpu_sampled) ++g.sampled_windows;
+    g.missed_launches += cw.gpu_missed_launches;
+    top.next_capture_window();
+    for (const KernelWindowStats& s : cw.kernel_stats) count_stats(ri, s, top.of(s), g);
+  }
+  g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
+  g.unmatched = counter(r.dropped, "unmatched_correlation");
+  g.buffer_full = counter(r.dropped, "gpu_buffer_full");
+  g.completeness = g.records + g.lost ? double(g.records) / double(g.records + g.lost) : 1.0;
+  return g;
+}
+
+// One part's totals (its ranks come after those already in `into`) added to the run's: counts and
+// times are integers, so the sums are those of one pass in rank order; a later part's ranks are
+// others, so their counts add; the kind is the last statistic's, as count_stats leaves it.
+void add_top(const TopMap& part, TopMap& into) {
+  for (const auto& [key, t] : part) {
+    GpuTopKernel& k = into[key].kernel;
+    k.count += t.kernel.count;
+    k.total_ns += t.kernel.total_ns;
+    k.ranks += t.kernel.ranks;
+    k.nccl = t.kernel.nccl;
+    k.kind = t.kernel.kind;
+  }
+}
+
 // Per rank, per scope, whole run and per report window.
 void gather(GpuWork& w) {
   const size_t n = w.model.ranks.size();
@@ -482,25 +516,18 @@ void gather(GpuWork& w) {
       for (auto& [name, sc] : w.acc[ri].sections) window_is_whole(sc);
     }
   });
-  // Counts and the run-wide kernel totals, in rank order (TopAcc counts ranks as they come).
-  TopLookup top(w.top);
-  for (size_t ri = 0; ri < n; ++ri) {
-    const RankData& r = w.model.ranks[ri];
-    RankGpu g;
-    g.rank = r.rank;
-    g.host = r.host;
-    g.cupti_status = r.cupti_status;
-    for (const CaptureWindow& cw : r.windows) {
-      if (!cw.kernel_stats.empty() || cw.gpu_sampled) ++g.windows;
-      if (cw.gpu_sampled) ++g.sampled_windows;
-      g.missed_launches += cw.gpu_missed_launches;
-      top.next_capture_window();
-      for (const KernelWindowStats& s : cw.kernel_stats) count_stats(ri, s, top.of(s), g);
-    }
-    g.lost = counter(r.dropped, "cupti_records_dropped") + counter(r.dropped, "gpu_no_timestamp");
-    g.unmatched = counter(r.dropped, "unmatched_correlation");
-    g.buffer_full = counter(r.dropped, "gpu_buffer_full");
-    g.completeness = g.records + g.lost ? double(g.records) / double(g.records + g.lost) : 1.0;
+  // Counts and the run-wide kernel totals: each part of the ranks on a core of its own, its totals
+  // then added in rank order (2026-11-29: one core's loop over every statistic, a third of a second
+  // at 100,000 ranks of summaries).
+  const size_t parts = std::min<size_t>(n, 4 * size_t(analysis_threads()));
+  std::vector<TopMap> part_top(parts);
+  std::vector<RankGpu> gpus(n);
+  parallel_for(parts, [&](size_t c) {
+    TopLookup top(part_top[c]);
+    for (size_t ri = n * c / parts; ri < n * (c + 1) / parts; ++ri) gpus[ri] = rank_gpu(w.model.ranks[ri], ri, top);
+  });
+  for (TopMap& part : part_top) add_top(part, w.top);
+  for (RankGpu& g : gpus) {
     w.out.any |= g.has_data;
     w.out.ranks.push_back(std::move(g));
   }
