@@ -365,17 +365,18 @@ struct LaunchTimes {
   // What a loop over the records adds to, a local of the loop (held in registers): as members of
   // LaunchTimes and LaunchStats behind references, which the loop's other stores (the tallies'
   // counts) might alias, each record's counts were loaded and stored again (2026-11-29).
+  // The records with a launch call are the delays written: counted at the end, not per record.
   struct Adding {
     double *delays, *runtimes;  // where the next one goes
-    uint64_t with_launch, short_kernels, delay_outliers, runtime_outliers;
+    uint64_t short_kernels, delay_outliers, runtime_outliers;
   };
   Adding start(const LaunchStats& launch) {
-    return {delays.get() + n,        runtimes.get() + n,     launch.with_launch,
-            launch.short_kernels, launch.delay_outliers, launch.runtime_outliers};
+    return {delays.get() + n, runtimes.get() + n, launch.short_kernels, launch.delay_outliers, launch.runtime_outliers};
   }
   void finish(const Adding& a, LaunchStats& launch) {
-    n = static_cast<size_t>(a.delays - delays.get());
-    launch.with_launch = a.with_launch;
+    const size_t added = static_cast<size_t>(a.delays - delays.get()) - n;
+    n += added;
+    launch.with_launch += added;
     launch.short_kernels = a.short_kernels;
     launch.delay_outliers = a.delay_outliers;
     launch.runtime_outliers = a.runtime_outliers;
@@ -394,7 +395,6 @@ struct LaunchTimes {
   }
   [[gnu::always_inline]] static void add(double dur, double delay, double runtime, const BreakdownOptions& opt,
                                          Adding& to) {
-    ++to.with_launch;
     *to.delays++ = delay;
     *to.runtimes++ = runtime;
     to.short_kernels += dur < runtime;

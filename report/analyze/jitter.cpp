@@ -689,8 +689,8 @@ class SectionSums {
     uint64_t section = UINT64_MAX;  // no section id: the first add looks its section up
     double sum = 0;
   };
-  [[gnu::always_inline]] static void add(SectionSums& sums, Running& now, uint32_t section, double v) {
-    if (section != now.section) [[unlikely]] now = sums.switch_to(now, section);
+  [[gnu::always_inline]] void add(Running& now, uint32_t section, double v) {
+    if (section != now.section) [[unlikely]] now = switch_to(now, section);
     now.sum += v;
   }
   void into(Running last, const RunModel& m, std::map<std::string, double>& out) {
@@ -745,9 +745,9 @@ void fill_cell(JitterRun& run, int k, size_t r, double divergence, const StepArr
     const double gap_excess = o.gap - g.med_gap[o.slot];
     de += excess;
     ge += gap_excess;
-    if (!o.nccl) SectionSums::add(gap_by_section, gap_now, o.section, gap_excess);
+    if (!o.nccl) gap_by_section.add(gap_now, o.section, gap_excess);
     if (o.kind != GpuKind::kernel) memory_excess += excess;
-    else if (!o.nccl) SectionSums::add(duration_by_section, duration_now, o.section, excess);
+    else if (!o.nccl) duration_by_section.add(duration_now, o.section, excess);
     SlotSums& s = acc.slot_sums[o.slot];  // rank r's own: ranks fill their cells at once
     s.dur += o.dur;
     s.gap += o.gap;
